@@ -1,0 +1,188 @@
+// The catalogue: names, which collective each algorithm implements, argument
+// validation, and the mapping from a choice to its program generator.
+#include "cclab/collectives/algorithms.h"
+
+#include <cmath>
+#include <functional>
+
+#include <fmt/format.h>
+
+#include "blocks.h"
+#include "cclab/collectives/error.h"
+
+namespace cclab::coll {
+namespace {
+
+constexpr Algorithm kAllAlgorithms[] = {Algorithm::kRing, Algorithm::kTree,
+                                        Algorithm::kHalvingDoubling, Algorithm::kHierarchical,
+                                        Algorithm::kDirect};
+
+// A schedule whose programs come from a generator function.
+class GeneratedSchedule final : public Schedule {
+ public:
+  using Fn = std::function<Program(int rank)>;
+  GeneratedSchedule(CollectiveShape shape, std::string name, std::uint64_t scratch, Fn fn)
+      : shape_(shape), name_(std::move(name)), scratch_(scratch), fn_(std::move(fn)) {}
+  const CollectiveShape& shape() const override { return shape_; }
+  std::string name() const override { return name_; }
+  std::uint64_t scratch_count() const override { return scratch_; }
+  Program program(int rank) const override { return fn_(rank); }
+
+ private:
+  CollectiveShape shape_;
+  std::string name_;
+  std::uint64_t scratch_;
+  Fn fn_;
+};
+
+void validate(const CollectiveShape& s, const AlgoConfig& c) {
+  if (s.ranks < 1) throw InvalidArgument(fmt::format("ranks: must be >= 1, got {}", s.ranks));
+  if (c.chunks < 1) throw InvalidArgument(fmt::format("chunks: must be >= 1, got {}", c.chunks));
+  if (s.kind == CollectiveKind::kBroadcast && (s.root < 0 || s.root >= s.ranks))
+    throw InvalidArgument(fmt::format("root: must be in [0, {}), got {}", s.ranks, s.root));
+  if (!supports(s.kind, c.algo)) {
+    std::string allowed;
+    for (auto a : algorithms_for(s.kind))
+      allowed += fmt::format("{}{}", allowed.empty() ? "" : ", ", algorithm_name(a));
+    throw InvalidArgument(fmt::format("algo: '{}' does not implement {} (allowed: {}, auto)",
+                                      algorithm_name(c.algo), collective_name(s.kind), allowed));
+  }
+  if (c.algo == Algorithm::kHierarchical) {
+    if (c.group_size < 0 || (c.group_size > 0 && s.ranks % c.group_size != 0))
+      throw InvalidArgument(
+          fmt::format("group-size: {} does not divide the rank count {}", c.group_size, s.ranks));
+    if (c.inner == Algorithm::kHierarchical || c.inner == Algorithm::kAuto)
+      throw InvalidArgument(fmt::format(
+          "inner: '{}' is not allowed (allowed: ring, tree, hd, direct)", algorithm_name(c.inner)));
+  }
+}
+
+std::unique_ptr<Schedule> all_reduce(const CollectiveShape& s, const AlgoConfig& c) {
+  using namespace detail;
+  const int n = s.ranks, chunks = c.chunks;
+  const auto count = s.count;
+  const std::string suffix = chunks > 1 ? fmt::format("(chunks={})", chunks) : "";
+  switch (c.algo) {
+    case Algorithm::kRing:
+      return std::make_unique<GeneratedSchedule>(
+          s, "ring" + suffix, 0, [=](int r) { return ring_all_reduce(n, r, count, chunks); });
+    case Algorithm::kTree:
+      return std::make_unique<GeneratedSchedule>(
+          s, "tree" + suffix, 0, [=](int r) { return tree_all_reduce(n, r, count, chunks); });
+    case Algorithm::kHalvingDoubling:
+      return std::make_unique<GeneratedSchedule>(
+          s, "hd" + suffix, 0, [=](int r) { return hd_all_reduce(n, r, count, chunks); });
+    case Algorithm::kDirect:
+      return std::make_unique<GeneratedSchedule>(s, "direct" + suffix, count, [=](int r) {
+        return direct_all_reduce(n, r, count, chunks);
+      });
+    default:
+      break;
+  }
+  const int g = c.group_size > 0 ? c.group_size : default_group_size(n);
+  const int inner = static_cast<int>(c.inner);
+  const auto name = fmt::format("hier(g={},inner={}{})", g, algorithm_name(c.inner),
+                                chunks > 1 ? fmt::format(",chunks={}", chunks) : "");
+  return std::make_unique<GeneratedSchedule>(
+      s, name, count, [=](int r) { return hier_all_reduce(n, r, count, chunks, g, inner); });
+}
+
+}  // namespace
+
+std::string_view algorithm_name(Algorithm a) {
+  switch (a) {
+    case Algorithm::kAuto:
+      return "auto";
+    case Algorithm::kRing:
+      return "ring";
+    case Algorithm::kTree:
+      return "tree";
+    case Algorithm::kHalvingDoubling:
+      return "hd";
+    case Algorithm::kHierarchical:
+      return "hier";
+    case Algorithm::kDirect:
+      return "direct";
+  }
+  return "?";
+}
+
+std::string algorithm_names() { return "ring, tree, hd, hier, direct, auto"; }
+
+Algorithm parse_algorithm(std::string_view name, std::string_view what) {
+  for (auto a : kAllAlgorithms)
+    if (algorithm_name(a) == name) return a;
+  if (name == "auto") return Algorithm::kAuto;
+  throw InvalidArgument(
+      fmt::format("{}: unknown algorithm '{}' (allowed: {})", what, name, algorithm_names()));
+}
+
+std::vector<Algorithm> algorithms_for(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kAllReduce:
+      return {std::begin(kAllAlgorithms), std::end(kAllAlgorithms)};
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllGather:
+      return {Algorithm::kRing, Algorithm::kDirect};
+    case CollectiveKind::kBroadcast:
+      return {Algorithm::kRing, Algorithm::kTree};
+  }
+  return {};
+}
+
+bool supports(CollectiveKind kind, Algorithm a) {
+  if (a == Algorithm::kAuto) return true;
+  for (auto x : algorithms_for(kind))
+    if (x == a) return true;
+  return false;
+}
+
+int default_group_size(int ranks) {
+  for (int d = 1; d <= ranks; ++d)
+    if (ranks % d == 0 && static_cast<double>(d) * d >= ranks) return d;
+  return ranks;
+}
+
+Algorithm choose_algorithm(const CollectiveShape& shape, std::size_t elem_bytes) {
+  // Until the topology-aware selector lands: one round of latency wins while
+  // the (n-1)-fold traffic of a one-shot exchange is still small.
+  const std::uint64_t bytes = shape.count * elem_bytes;
+  if (shape.kind == CollectiveKind::kBroadcast)
+    return bytes <= (64u << 10) ? Algorithm::kTree : Algorithm::kRing;
+  return bytes * (shape.ranks - 1) <= (64u << 10) ? Algorithm::kDirect : Algorithm::kRing;
+}
+
+std::unique_ptr<Schedule> make_schedule(const CollectiveShape& shape, const AlgoConfig& config,
+                                        std::size_t elem_bytes) {
+  AlgoConfig c = config;
+  validate(shape, c);
+  if (c.algo == Algorithm::kAuto) c.algo = choose_algorithm(shape, elem_bytes);
+  using namespace detail;
+  const int n = shape.ranks, chunks = c.chunks, root = shape.root;
+  const auto count = shape.count;
+  const std::string suffix = chunks > 1 ? fmt::format("(chunks={})", chunks) : "";
+  const std::string name = std::string(algorithm_name(c.algo)) + suffix;
+  const bool ring = c.algo == Algorithm::kRing;
+  switch (shape.kind) {
+    case CollectiveKind::kAllReduce:
+      return all_reduce(shape, c);
+    case CollectiveKind::kReduceScatter:
+      return std::make_unique<GeneratedSchedule>(shape, name, ring ? count * n : count, [=](int r) {
+        return ring ? ring_reduce_scatter_coll(n, r, count, chunks)
+                    : direct_reduce_scatter(n, r, count, chunks);
+      });
+    case CollectiveKind::kAllGather:
+      return std::make_unique<GeneratedSchedule>(shape, name, 0, [=](int r) {
+        return ring ? ring_all_gather_coll(n, r, count, chunks)
+                    : direct_all_gather(n, r, count, chunks);
+      });
+    case CollectiveKind::kBroadcast:
+      return std::make_unique<GeneratedSchedule>(shape, name, 0, [=](int r) {
+        return ring ? chain_broadcast(n, r, root, count, chunks)
+                    : binomial_broadcast(n, r, root, count, chunks);
+      });
+  }
+  throw InternalError("unknown collective");
+}
+
+}  // namespace cclab::coll

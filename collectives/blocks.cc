@@ -1,0 +1,57 @@
+#include "blocks.h"
+
+#include "cclab/collectives/error.h"
+
+namespace cclab::coll::detail {
+
+Step Emitter::make(StepKind kind, int peer, Region src, Region dst, Deps deps) {
+  Step s;
+  s.kind = kind;
+  s.peer = peer;
+  s.src = src;
+  s.dst = dst;
+  s.phase = phase_;
+  for (auto d : deps.id)
+    if (d >= 0) s.deps[s.num_deps++] = d;
+  ++next_;
+  return s;
+}
+
+Step Emitter::send(int peer, Region src, Deps deps) {
+  return make(StepKind::kSend, peer, src, {}, deps);
+}
+Step Emitter::recv(int peer, Region dst, Deps deps) {
+  return make(StepKind::kRecv, peer, {}, dst, deps);
+}
+Step Emitter::recv_reduce(int peer, Region src, Region dst, Deps deps) {
+  return make(StepKind::kRecvReduce, peer, src, dst, deps);
+}
+Step Emitter::copy(Region src, Region dst, Deps deps) {
+  return make(StepKind::kCopy, -1, src, dst, deps);
+}
+Step Emitter::reduce(Region src, Region dst, Deps deps) {
+  return make(StepKind::kReduce, -1, src, dst, deps);
+}
+Step Emitter::fence() { return make(StepKind::kFence, -1, {}, {}, {}); }
+
+Region BufferMap::apply(const Region& r) const {
+  const VectorRef& v = r.buffer == BufferId::kInput    ? input
+                       : r.buffer == BufferId::kOutput ? output
+                                                       : scratch;
+  return v.at(r.offset, r.count);
+}
+
+Program remap(Program inner, RankMap ranks, BufferMap buffers, Emitter& e) {
+  const std::int64_t base = e.next_id();
+  while (inner.next()) {
+    Step s = inner.value();
+    if (s.peer >= 0) s.peer = ranks(s.peer);
+    if (s.kind != StepKind::kRecv && s.kind != StepKind::kFence) s.src = buffers.apply(s.src);
+    if (s.kind != StepKind::kSend && s.kind != StepKind::kFence) s.dst = buffers.apply(s.dst);
+    for (int i = 0; i < s.num_deps; ++i) s.deps[i] += base;
+    e.advance(1);
+    co_yield s;
+  }
+}
+
+}  // namespace cclab::coll::detail

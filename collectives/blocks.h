@@ -1,0 +1,116 @@
+// Internal building blocks for algorithm generators: step constructors that
+// number steps, rank maps for sub-groups, and composition (remapping a smaller
+// schedule's program into a bigger one). Not installed.
+#pragma once
+
+#include <cstdint>
+
+#include "cclab/collectives/schedule.h"
+
+namespace cclab::coll::detail {
+
+// Up to kMaxDeps step ids; -1 entries mean "none". (A plain struct rather than
+// an initializer_list: GCC 12 cannot keep an initializer_list's array alive
+// across a co_yield.)
+struct Deps {
+  std::int64_t id[kMaxDeps] = {-1, -1, -1, -1};
+  Deps() = default;
+  Deps(std::int64_t a, std::int64_t b = -1, std::int64_t c = -1, std::int64_t d = -1)
+      : id{a, b, c, d} {}
+};
+
+// Numbers the steps of one program as it is generated. Each constructor
+// returns the step to yield; last() is the id it received.
+class Emitter {
+ public:
+  explicit Emitter(const char* phase = "") : phase_(phase) {}
+  void set_phase(const char* phase) { phase_ = phase; }
+  std::int64_t last() const { return next_ - 1; }
+  std::int64_t next_id() const { return next_; }
+  void advance(std::int64_t n) { next_ += n; }
+
+  Step send(int peer, Region src, Deps deps = {});
+  Step recv(int peer, Region dst, Deps deps = {});
+  Step recv_reduce(int peer, Region src, Region dst, Deps deps = {});
+  Step copy(Region src, Region dst, Deps deps = {});
+  Step reduce(Region src, Region dst, Deps deps = {});
+  Step fence();
+
+ private:
+  Step make(StepKind kind, int peer, Region src, Region dst, Deps deps);
+  const char* phase_;
+  std::int64_t next_ = 0;
+};
+
+// Global rank of local index i in a sub-group: base + stride * i.
+struct RankMap {
+  int base = 0;
+  int stride = 1;
+  int operator()(int local) const { return base + stride * local; }
+};
+
+// A contiguous vector of elements inside one buffer.
+struct VectorRef {
+  BufferId buffer = BufferId::kOutput;
+  std::uint64_t offset = 0;
+  Region at(std::uint64_t off, std::uint64_t count) const { return {buffer, offset + off, count}; }
+};
+
+// How a sub-schedule's buffers map into the enclosing program's buffers.
+struct BufferMap {
+  VectorRef input{BufferId::kInput, 0};
+  VectorRef output{BufferId::kOutput, 0};
+  VectorRef scratch{BufferId::kScratch, 0};
+  Region apply(const Region& r) const;
+};
+
+// Forwards `inner`, a program numbered from 0, into the enclosing program:
+// peers through `ranks`, regions through `buffers`, deps shifted to the
+// enclosing numbering; advances `e` past the forwarded steps.
+Program remap(Program inner, RankMap ranks, BufferMap buffers, Emitter& e);
+
+// Ring reduce-scatter over n ranks of `shards`: rank `me` ends holding shard
+// `me`, fully reduced, in `final_dst`. Partial sums travel through `work`; each
+// rank's own contribution is read from `input`.
+struct RingReduceScatter {
+  int n = 1, me = 0;
+  RankMap ranks;
+  Partition shards;
+  VectorRef input, work;
+  Region final_dst;
+  int chunks = 1;
+};
+Program ring_reduce_scatter(RingReduceScatter p);
+
+// Ring all-gather: every rank holds its own shard `me` in `data`; after n-1
+// steps it holds all of them.
+struct RingAllGather {
+  int n = 1, me = 0;
+  RankMap ranks;
+  Partition shards;
+  VectorRef data;
+  int chunks = 1;
+};
+Program ring_all_gather(RingAllGather p);
+
+// Yields every step of `inner` (already numbered in the enclosing program).
+#define CCLAB_YIELD_ALL(gen) \
+  for (auto cclab_g_ = (gen); cclab_g_.next();) co_yield cclab_g_.value()
+
+// Whole-collective programs over the standard buffers, numbered from 0. Each is
+// defined in the file named after its algorithm; make_schedule picks one.
+Program ring_all_reduce(int n, int me, std::uint64_t count, int chunks);
+Program tree_all_reduce(int n, int me, std::uint64_t count, int chunks);
+Program hd_all_reduce(int n, int me, std::uint64_t count, int chunks);
+Program direct_all_reduce(int n, int me, std::uint64_t count, int chunks);  // scratch: count
+Program hier_all_reduce(int n, int me, std::uint64_t count, int chunks, int group_size,
+                        int inner_algo);  // scratch: count
+Program ring_reduce_scatter_coll(int n, int me, std::uint64_t count,
+                                 int chunks);                                   // scratch: n*count
+Program direct_reduce_scatter(int n, int me, std::uint64_t count, int chunks);  // scratch: count
+Program ring_all_gather_coll(int n, int me, std::uint64_t count, int chunks);
+Program direct_all_gather(int n, int me, std::uint64_t count, int chunks);
+Program chain_broadcast(int n, int me, int root, std::uint64_t count, int chunks);
+Program binomial_broadcast(int n, int me, int root, std::uint64_t count, int chunks);
+
+}  // namespace cclab::coll::detail

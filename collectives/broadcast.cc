@@ -1,0 +1,56 @@
+// Broadcast from a root: a pipelined chain (ring order from the root) and a
+// binomial tree. Ranks are renumbered relative to the root (v = r - root).
+//
+// Chain: v receives chunk c from v-1 and forwards it to v+1; with C chunks the
+// cost is (n - 2 + C)(a + S/(CB)), bandwidth-optimal for large S and C.
+// Binomial: v's parent is v minus its highest set bit; v sends to v + 2^k for
+// every 2^k above its highest bit, largest subtree first: ceil(log2 n) rounds
+// of (a + S/B) without chunking, pipelined over chunks otherwise.
+#include <bit>
+
+#include "blocks.h"
+
+namespace cclab::coll::detail {
+
+Program chain_broadcast(int n, int me, int root, std::uint64_t count, int chunks) {
+  Emitter e("broadcast");
+  if (count == 0) co_return;
+  const int v = (me - root + n) % n;
+  const Partition cp{count, std::uint64_t(chunks)};
+  if (v == 0) co_yield e.copy({BufferId::kInput, 0, count}, {BufferId::kOutput, 0, count});
+  for (int c = 0; c < chunks; ++c) {
+    if (cp.size(c) == 0) continue;
+    const Region r{BufferId::kOutput, cp.offset(c), cp.size(c)};
+    std::int64_t got = -1;
+    if (v > 0) {
+      co_yield e.recv((me - 1 + n) % n, r);
+      got = e.last();
+    }
+    if (v + 1 < n) co_yield e.send((me + 1) % n, r, Deps(got));
+  }
+}
+
+Program binomial_broadcast(int n, int me, int root, std::uint64_t count, int chunks) {
+  Emitter e("broadcast");
+  if (count == 0) co_return;
+  const int v = (me - root + n) % n;
+  const unsigned high = v == 0 ? 0u : std::bit_floor(static_cast<unsigned>(v));
+  const Partition cp{count, std::uint64_t(chunks)};
+  if (v == 0) co_yield e.copy({BufferId::kInput, 0, count}, {BufferId::kOutput, 0, count});
+  for (int c = 0; c < chunks; ++c) {
+    if (cp.size(c) == 0) continue;
+    const Region r{BufferId::kOutput, cp.offset(c), cp.size(c)};
+    std::int64_t got = -1;
+    if (v > 0) {
+      co_yield e.recv((v - static_cast<int>(high) + root) % n, r);
+      got = e.last();
+    }
+    // Children v + m for m = 2^k > high, largest first (their subtrees are largest).
+    unsigned m = std::bit_ceil(static_cast<unsigned>(n));
+    for (; m > 0 && m > high; m /= 2)
+      if (v + m < static_cast<unsigned>(n) && (v == 0 || m > high))
+        co_yield e.send((v + static_cast<int>(m) + root) % n, r, Deps(got));
+  }
+}
+
+}  // namespace cclab::coll::detail

@@ -1,0 +1,229 @@
+#include "cclab/collectives/checker.h"
+
+#include <functional>
+
+#include <gtest/gtest.h>
+
+#include "cclab/collectives/algorithms.h"
+#include "test_util.h"
+
+namespace cclab::coll {
+namespace {
+
+struct Case {
+  CollectiveKind kind;
+  Algorithm algo;
+};
+
+std::vector<Case> all_cases() {
+  std::vector<Case> out;
+  for (auto k : {CollectiveKind::kAllReduce, CollectiveKind::kReduceScatter,
+                 CollectiveKind::kAllGather, CollectiveKind::kBroadcast})
+    for (auto a : algorithms_for(k)) out.push_back({k, a});
+  return out;
+}
+
+void expect_proved(CollectiveShape shape, AlgoConfig cfg) {
+  const auto s = make_schedule(shape, cfg);
+  for (bool in_place : {false, true}) {
+    const CheckResult r = check_schedule(*s, {in_place});
+    ASSERT_TRUE(r.ok) << s->name() << " " << collective_name(shape.kind) << " ranks " << shape.ranks
+                      << " count " << shape.count << (in_place ? " in place" : "") << ": "
+                      << r.error;
+  }
+}
+
+// Every algorithm of every collective, ranks 1..64, counts that include 0,
+// fewer elements than ranks, and uneven splits; in and out of place.
+TEST(Checker, EveryAlgorithmIsProvedForRanks1To64) {
+  const int max_ranks = test::reduced_grid() ? 17 : 64;
+  for (const auto& c : all_cases()) {
+    for (int n = 1; n <= max_ranks; ++n) {
+      for (std::uint64_t count : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t(n - 1),
+                                  std::uint64_t(n + 1), std::uint64_t{1009}}) {
+        expect_proved({c.kind, n, count, (n * 5 / 7) % n}, {c.algo, 1});
+        if (n <= 16) expect_proved({c.kind, n, count, n - 1}, {c.algo, 3});
+      }
+    }
+  }
+}
+
+TEST(Checker, HierarchicalWithEveryInnerAndGroupSize) {
+  for (int n : {4, 6, 8, 9, 12, 16}) {
+    for (int g = 1; g <= n; ++g) {
+      if (n % g) continue;
+      for (auto inner :
+           {Algorithm::kRing, Algorithm::kTree, Algorithm::kHalvingDoubling, Algorithm::kDirect})
+        for (std::uint64_t count : {1, 37, 1009})
+          expect_proved({CollectiveKind::kAllReduce, n, count},
+                        {Algorithm::kHierarchical, 2, g, inner});
+    }
+  }
+}
+
+TEST(Checker, LargeRing) {
+  const auto s = make_schedule({CollectiveKind::kAllReduce, 1024, 4096}, {Algorithm::kRing, 1});
+  const CheckResult r = check_schedule(*s);
+  EXPECT_TRUE(r.ok) << r.error;
+  // 2(n-1) transfers per rank.
+  EXPECT_EQ(r.transfers, 1024u * 2 * 1023);
+}
+
+// --- Deliberately broken schedules: the checker must say what is wrong. ---
+
+// Wraps a real schedule and rewrites or drops steps of one rank.
+class Mutated final : public Schedule {
+ public:
+  using Fn = std::function<bool(int rank, std::int64_t id, Step&)>;  // false drops
+  Mutated(std::unique_ptr<Schedule> base, Fn fn) : base_(std::move(base)), fn_(std::move(fn)) {}
+  const CollectiveShape& shape() const override { return base_->shape(); }
+  std::string name() const override { return "mutated " + base_->name(); }
+  std::uint64_t scratch_count() const override { return base_->scratch_count(); }
+  Program program(int rank) const override { return rewrite(base_->program(rank), rank, fn_); }
+
+ private:
+  static Program rewrite(Program p, int rank, Fn fn) {
+    std::int64_t id = 0;
+    while (p.next()) {
+      Step s = p.value();
+      if (fn(rank, id++, s)) co_yield s;
+    }
+  }
+  std::unique_ptr<Schedule> base_;
+  Fn fn_;
+};
+
+// Explicit per-rank step lists for hand-made failures.
+class Listed final : public Schedule {
+ public:
+  Listed(int ranks, std::uint64_t count, std::vector<std::vector<Step>> steps)
+      : shape_{CollectiveKind::kAllReduce, ranks, count}, steps_(std::move(steps)) {}
+  const CollectiveShape& shape() const override { return shape_; }
+  std::string name() const override { return "listed"; }
+  Program program(int rank) const override { return list(steps_[rank]); }
+
+ private:
+  static Program list(std::vector<Step> v) {
+    for (const Step& s : v) co_yield s;
+  }
+  CollectiveShape shape_;
+  std::vector<std::vector<Step>> steps_;
+};
+
+Step step(StepKind k, int peer, Region src, Region dst, std::vector<std::int64_t> deps = {}) {
+  Step s;
+  s.kind = k;
+  s.peer = peer;
+  s.src = src;
+  s.dst = dst;
+  for (auto d : deps) s.deps[s.num_deps++] = d;
+  return s;
+}
+
+std::string error_of(const Schedule& s, bool in_place = false) {
+  const CheckResult r = check_schedule(s, {in_place});
+  EXPECT_FALSE(r.ok) << "checker accepted a broken schedule";
+  return r.error;
+}
+
+std::unique_ptr<Schedule> ring(int n, std::uint64_t count) {
+  return make_schedule({CollectiveKind::kAllReduce, n, count}, {Algorithm::kRing, 1});
+}
+
+TEST(CheckerCatches, MissingDependencyAsRace) {
+  // Rank 2's all-gather forwards a shard before it has arrived.
+  Mutated m(ring(4, 8), [](int r, std::int64_t, Step& s) {
+    if (r == 2 && s.kind == StepKind::kSend && std::string(s.phase) == "all-gather") s.num_deps = 0;
+    return true;
+  });
+  const auto e = error_of(m);
+  EXPECT_NE(e.find("rank 2 step"), std::string::npos) << e;
+  EXPECT_NE(e.find("races with unfinished step"), std::string::npos) << e;
+}
+
+TEST(CheckerCatches, DroppedSend) {
+  // Rank 1's first send becomes a no-op fence (ids stay the same).
+  Mutated m(ring(4, 8), [](int r, std::int64_t id, Step& s) {
+    if (r == 1 && id == 0) s = Step{};
+    return true;
+  });
+  // Rank 2 now pairs its first receive with rank 1's next message.
+  const auto e = error_of(m);
+  EXPECT_NE(e.find("rank 2"), std::string::npos) << e;
+}
+
+TEST(CheckerCatches, WrongOffset) {
+  // Rank 3 receives its first reduce-scatter chunk one element too far.
+  Mutated m(ring(4, 16), [](int r, std::int64_t, Step& s) {
+    if (r == 3 && s.kind == StepKind::kRecvReduce && s.dst.offset == 4)
+      s.dst.offset = 5, s.src.offset = 5;
+    return true;
+  });
+  const auto e = error_of(m);
+  EXPECT_NE(e.find("rank"), std::string::npos) << e;
+}
+
+TEST(CheckerCatches, LengthMismatch) {
+  Mutated m(ring(2, 8), [](int r, std::int64_t id, Step& s) {
+    if (r == 0 && id == 0) s.src.count -= 1;
+    return true;
+  });
+  const auto e = error_of(m);
+  EXPECT_NE(e.find("sends 3 elements to rank 1"), std::string::npos) << e;
+}
+
+TEST(CheckerCatches, Deadlock) {
+  // Both ranks wait for the other's data before sending theirs.
+  const Region in{BufferId::kInput, 0, 4}, out{BufferId::kOutput, 0, 4};
+  std::vector<std::vector<Step>> steps(2);
+  for (int r = 0; r < 2; ++r)
+    steps[r] = {step(StepKind::kRecvReduce, 1 - r, in, out),
+                step(StepKind::kSend, 1 - r, in, {}, {0})};
+  const auto e = error_of(Listed(2, 4, steps));
+  EXPECT_NE(e.find("deadlock"), std::string::npos) << e;
+  EXPECT_NE(e.find("rank 0 cannot issue step 1"), std::string::npos) << e;
+}
+
+TEST(CheckerCatches, DoubleContribution) {
+  // Rank 1 adds rank 0's data twice.
+  const Region in{BufferId::kInput, 0, 4}, out{BufferId::kOutput, 0, 4};
+  std::vector<std::vector<Step>> steps(2);
+  steps[0] = {step(StepKind::kSend, 1, in, {}), step(StepKind::kSend, 1, in, {}),
+              step(StepKind::kRecv, 1, {}, out, {0, 1})};
+  steps[1] = {step(StepKind::kRecvReduce, 0, in, out),
+              step(StepKind::kRecvReduce, 0, out, out, {0}),
+              step(StepKind::kSend, 0, out, {}, {1})};
+  const auto e = error_of(Listed(2, 4, steps));
+  EXPECT_NE(e.find("rank 1 step 1"), std::string::npos) << e;
+  EXPECT_NE(e.find("twice"), std::string::npos) << e;
+}
+
+TEST(CheckerCatches, MissingContribution) {
+  // Rank 1 copies instead of reducing: rank 1's own data is lost.
+  const Region in{BufferId::kInput, 0, 4}, out{BufferId::kOutput, 0, 4};
+  std::vector<std::vector<Step>> steps(2);
+  steps[0] = {step(StepKind::kSend, 1, in, {}), step(StepKind::kRecv, 1, {}, out, {0})};
+  steps[1] = {step(StepKind::kRecv, 0, {}, out), step(StepKind::kSend, 0, out, {}, {0})};
+  const auto e = error_of(Listed(2, 4, steps));
+  EXPECT_NE(e.find("expected {0-1}"), std::string::npos) << e;
+}
+
+TEST(CheckerCatches, InPlaceOverwriteOfUnsentInput) {
+  // Halving-doubling on 3 ranks: rank 0 folds away (sends its input, gets the
+  // result back). Without the receive's dependency on that send, out of place
+  // is still correct, but in place the result overwrites the input while the
+  // send may still be reading it.
+  Mutated m(make_schedule({CollectiveKind::kAllReduce, 3, 6}, {Algorithm::kHalvingDoubling, 1}),
+            [](int r, std::int64_t, Step& s) {
+              if (r == 0 && s.kind == StepKind::kRecv) s.num_deps = 0;
+              return true;
+            });
+  const auto ok = check_schedule(m, {false});
+  EXPECT_TRUE(ok.ok) << ok.error;
+  const auto e = error_of(m, true);
+  EXPECT_NE(e.find("rank 0 step 1"), std::string::npos) << e;
+  EXPECT_NE(e.find("races"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace cclab::coll

@@ -1,0 +1,75 @@
+#include "cclab/collectives/communicator.h"
+
+#include "cclab/collectives/error.h"
+
+namespace cclab::coll {
+
+void Request::wait() {
+  CCLAB_CHECK(impl_ != nullptr, "wait() on an empty Request");
+  impl_->wait();
+}
+
+bool Request::test() {
+  CCLAB_CHECK(impl_ != nullptr, "test() on an empty Request");
+  return impl_->test();
+}
+
+namespace {
+CollectiveCall make_call(CollectiveKind kind, int ranks, std::uint64_t count, DataType t,
+                         ReduceOp op, const void* send, void* recv, const AlgoConfig& algo,
+                         int root = 0) {
+  CollectiveCall c;
+  c.shape = {kind, ranks, count, root};
+  c.dtype = t;
+  c.op = op;
+  c.send = send;
+  c.recv = recv;
+  c.algo = algo;
+  return c;
+}
+}  // namespace
+
+Request Communicator::iallreduce(const void* send, void* recv, std::uint64_t count, DataType t,
+                                 ReduceOp op, const AlgoConfig& algo) {
+  return start(make_call(CollectiveKind::kAllReduce, size(), count, t, op, send, recv, algo));
+}
+
+Request Communicator::ireduce_scatter(const void* send, void* recv, std::uint64_t recv_count,
+                                      DataType t, ReduceOp op, const AlgoConfig& algo) {
+  return start(
+      make_call(CollectiveKind::kReduceScatter, size(), recv_count, t, op, send, recv, algo));
+}
+
+Request Communicator::iall_gather(const void* send, void* recv, std::uint64_t send_count,
+                                  DataType t, const AlgoConfig& algo) {
+  return start(make_call(CollectiveKind::kAllGather, size(), send_count, t, ReduceOp::kSum, send,
+                         recv, algo));
+}
+
+Request Communicator::ibroadcast(const void* send, void* recv, std::uint64_t count, DataType t,
+                                 int root, const AlgoConfig& algo) {
+  return start(make_call(CollectiveKind::kBroadcast, size(), count, t, ReduceOp::kSum, send, recv,
+                         algo, root));
+}
+
+void Communicator::allreduce(const void* send, void* recv, std::uint64_t count, DataType t,
+                             ReduceOp op, const AlgoConfig& algo) {
+  iallreduce(send, recv, count, t, op, algo).wait();
+}
+
+void Communicator::reduce_scatter(const void* send, void* recv, std::uint64_t recv_count,
+                                  DataType t, ReduceOp op, const AlgoConfig& algo) {
+  ireduce_scatter(send, recv, recv_count, t, op, algo).wait();
+}
+
+void Communicator::all_gather(const void* send, void* recv, std::uint64_t send_count, DataType t,
+                              const AlgoConfig& algo) {
+  iall_gather(send, recv, send_count, t, algo).wait();
+}
+
+void Communicator::broadcast(const void* send, void* recv, std::uint64_t count, DataType t,
+                             int root, const AlgoConfig& algo) {
+  ibroadcast(send, recv, count, t, root, algo).wait();
+}
+
+}  // namespace cclab::coll

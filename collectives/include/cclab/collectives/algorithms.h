@@ -1,0 +1,54 @@
+// The catalogue of algorithms: each is a generator of schedules (see
+// schedule.h), parameterised by pipeline chunks, and `make_schedule` is the one
+// place that maps a (collective, algorithm) choice to its generator.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cclab/collectives/schedule.h"
+
+namespace cclab::coll {
+
+enum class Algorithm : std::uint8_t {
+  kAuto,             // chosen by choose_algorithm()
+  kRing,             // bandwidth-optimal ring (reduce-scatter + all-gather); chain broadcast
+  kTree,             // double binary tree all-reduce; binomial-tree broadcast
+  kHalvingDoubling,  // Rabenseifner: recursive halving + recursive doubling
+  kHierarchical,     // two-level: intra-group reduce-scatter, inner all-reduce, all-gather
+  kDirect,           // one-shot: every rank reads every peer's data
+};
+
+std::string_view algorithm_name(Algorithm a);  // "ring", "tree", "hd", "hier", "direct", "auto"
+Algorithm parse_algorithm(std::string_view name, std::string_view what = "algo");
+std::string algorithm_names();
+
+struct AlgoConfig {
+  Algorithm algo = Algorithm::kAuto;
+  int chunks = 1;                      // pipeline chunks per transfer, >= 1
+  int group_size = 0;                  // hierarchical: ranks per group; 0 = default_group_size()
+  Algorithm inner = Algorithm::kRing;  // hierarchical: the cross-group all-reduce
+};
+
+// Which algorithms implement a collective (kAuto excluded), in display order.
+std::vector<Algorithm> algorithms_for(CollectiveKind kind);
+bool supports(CollectiveKind kind, Algorithm a);
+
+// The group size the hierarchical algorithm uses when none is given and no
+// topology says otherwise: the smallest divisor of `ranks` that is at least
+// sqrt(ranks), so a prime rank count gives a single group.
+int default_group_size(int ranks);
+
+// A simple size rule until the topology-aware selector lands: one-shot for
+// small messages, ring otherwise. Never returns kAuto.
+Algorithm choose_algorithm(const CollectiveShape& shape, std::size_t elem_bytes);
+
+// Validates the pair and builds the schedule; throws InvalidArgument naming the
+// offending field (algo for this collective, chunks, group size, inner).
+std::unique_ptr<Schedule> make_schedule(const CollectiveShape& shape, const AlgoConfig& config,
+                                        std::size_t elem_bytes = 4);
+
+}  // namespace cclab::coll

@@ -1,0 +1,92 @@
+// The communicator API every backend implements: blocking and non-blocking
+// collectives over typed buffers, with an algorithm choice per call.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+
+#include "cclab/collectives/algorithms.h"
+#include "cclab/collectives/schedule.h"
+#include "cclab/collectives/types.h"
+
+namespace cclab::coll {
+
+// One collective call as a backend receives it. `send` may equal `recv` (or
+// point at the rank's block of it, NCCL-style) for an in-place call.
+struct CollectiveCall {
+  CollectiveShape shape;
+  DataType dtype = DataType::kF32;
+  ReduceOp op = ReduceOp::kSum;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  AlgoConfig algo;
+};
+
+namespace detail {
+class RequestImpl {
+ public:
+  virtual ~RequestImpl() = default;
+  virtual void wait() = 0;  // throws on failure or timeout
+  virtual bool test() = 0;  // makes progress; true once complete
+};
+}  // namespace detail
+
+// Handle of a non-blocking collective. wait() blocks (up to the communicator's
+// timeout) and rethrows the collective's error; test() polls.
+class Request {
+ public:
+  Request() = default;
+  explicit Request(std::shared_ptr<detail::RequestImpl> impl) : impl_(std::move(impl)) {}
+  void wait();
+  bool test();
+  bool valid() const { return impl_ != nullptr; }
+
+ private:
+  std::shared_ptr<detail::RequestImpl> impl_;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // Starts a collective; calls are matched across ranks by issue order, and
+  // several may be in flight.
+  virtual Request start(const CollectiveCall& call) = 0;
+  virtual void barrier() = 0;
+  // Collective over this communicator: ranks with the same color form a new
+  // communicator ordered by (key, rank); a negative color returns nullptr.
+  virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+
+  void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+  // Blocking forms; pass send == recv for in place.
+  void allreduce(const void* send, void* recv, std::uint64_t count, DataType t, ReduceOp op,
+                 const AlgoConfig& algo = {});
+  // recv_count elements land in recv; send holds recv_count * size() elements.
+  void reduce_scatter(const void* send, void* recv, std::uint64_t recv_count, DataType t,
+                      ReduceOp op, const AlgoConfig& algo = {});
+  // send holds send_count elements; recv gets send_count * size().
+  void all_gather(const void* send, void* recv, std::uint64_t send_count, DataType t,
+                  const AlgoConfig& algo = {});
+  void broadcast(const void* send, void* recv, std::uint64_t count, DataType t, int root,
+                 const AlgoConfig& algo = {});
+
+  // Non-blocking forms.
+  Request iallreduce(const void* send, void* recv, std::uint64_t count, DataType t, ReduceOp op,
+                     const AlgoConfig& algo = {});
+  Request ireduce_scatter(const void* send, void* recv, std::uint64_t recv_count, DataType t,
+                          ReduceOp op, const AlgoConfig& algo = {});
+  Request iall_gather(const void* send, void* recv, std::uint64_t send_count, DataType t,
+                      const AlgoConfig& algo = {});
+  Request ibroadcast(const void* send, void* recv, std::uint64_t count, DataType t, int root,
+                     const AlgoConfig& algo = {});
+
+ private:
+  std::chrono::milliseconds timeout_{30000};
+};
+
+}  // namespace cclab::coll

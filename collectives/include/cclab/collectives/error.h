@@ -1,0 +1,57 @@
+// Error kinds shared by every cclab library: recoverable failures are exceptions
+// of these types; broken invariants are CCLAB_CHECK failures (InternalError).
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace cclab {
+
+// Root of every error cclab throws.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A caller passed a value outside what is allowed; the message names it.
+class InvalidArgument : public Error {
+ public:
+  using Error::Error;
+};
+
+// A blocking wait ran past its timeout; the message names rank, peer and step.
+class TimeoutError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A file or socket failed.
+class IoError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A requested backend (CUDA, NCCL, Gloo) is not built in or has no device.
+class BackendUnavailable : public Error {
+ public:
+  using Error::Error;
+};
+
+// An invariant of cclab itself was broken: a bug, never bad input.
+class InternalError : public Error {
+ public:
+  using Error::Error;
+};
+
+namespace detail {
+[[noreturn]] void check_failed(const char* expr, const char* file, int line,
+                               const std::string& msg);
+}  // namespace detail
+
+}  // namespace cclab
+
+// Always-on invariant check; keep it out of hot loops.
+#define CCLAB_CHECK(cond, msg)                                                    \
+  do {                                                                            \
+    if (!(cond)) ::cclab::detail::check_failed(#cond, __FILE__, __LINE__, (msg)); \
+  } while (0)

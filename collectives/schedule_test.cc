@@ -1,0 +1,137 @@
+#include "cclab/collectives/schedule.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "cclab/collectives/algorithms.h"
+#include "cclab/collectives/error.h"
+#include "cclab/collectives/types.h"
+
+// Counts heap bytes so a test can bound what generating a program allocates.
+namespace {
+std::atomic<std::uint64_t> g_heap_bytes{0};
+}
+void* operator new(std::size_t n) {
+  g_heap_bytes.fetch_add(n, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+namespace cclab::coll {
+namespace detail {
+std::array<int, 3> double_tree_links(int tree, int rank, int n);
+}
+
+namespace {
+
+TEST(Partition, BalancedAndCovering) {
+  for (std::uint64_t count : {0, 1, 7, 1009}) {
+    for (std::uint64_t parts : {1, 3, 8, 2000}) {
+      const Partition p{count, parts};
+      std::uint64_t total = 0;
+      for (std::uint64_t i = 0; i < parts; ++i) {
+        EXPECT_EQ(p.offset(i), total);
+        EXPECT_LE(p.size(i), count / parts + 1);
+        EXPECT_GE(p.size(i), count / parts);
+        total += p.size(i);
+      }
+      EXPECT_EQ(total, count);
+    }
+  }
+}
+
+// The two trees of the double binary tree: each is a tree (one root, every
+// other rank's parent lists it as a child, no cycles), and every rank is a
+// leaf in at least one of them, so no rank carries both halves' inner-node
+// traffic.
+TEST(DoubleTree, TreesAreValidAndComplementary) {
+  for (int n = 2; n <= 64; ++n) {
+    std::vector<int> leaf_count(n, 0);
+    for (int t = 0; t < 2; ++t) {
+      int roots = 0;
+      for (int r = 0; r < n; ++r) {
+        const auto [parent, k0, k1] = detail::double_tree_links(t, r, n);
+        if (parent < 0) ++roots;
+        if (k0 < 0 && k1 < 0) ++leaf_count[r];
+        for (int k : {k0, k1})
+          if (k >= 0) {
+            EXPECT_EQ(detail::double_tree_links(t, k, n)[0], r) << "n=" << n;
+          }
+        // Walking up reaches the root within n hops (no cycle).
+        int hops = 0;
+        for (int x = r; x >= 0 && hops <= n; ++hops) x = detail::double_tree_links(t, x, n)[0];
+        EXPECT_LE(hops, n) << "cycle at n=" << n << " rank " << r;
+      }
+      EXPECT_EQ(roots, 1) << "tree " << t << " n=" << n;
+    }
+    for (int r = 0; r < n; ++r) EXPECT_GE(leaf_count[r], 1) << "rank " << r << " n=" << n;
+  }
+}
+
+// Generating one rank's program of a 16,384-rank ring must cost memory
+// proportional to the rank's in-flight state, not to ranks squared (a table
+// of 16384^2 entries would be gigabytes; one of 16384 would be ~128 KiB).
+TEST(LazyPrograms, RingOf16384RanksAllocatesLittle) {
+  const int n = 16384;
+  const auto sched =
+      make_schedule({CollectiveKind::kAllReduce, n, 1u << 20}, {Algorithm::kRing, 4});
+  const std::uint64_t before = g_heap_bytes.load();
+  std::uint64_t steps = 0;
+  for (auto p = sched->program(77); p.next();) ++steps;
+  const std::uint64_t bytes = g_heap_bytes.load() - before;
+  // Each of the 2(n-1) ring steps sends and receives 4 chunks, plus one fence.
+  EXPECT_EQ(steps, 2u * (n - 1) * 4 * 2 + 1);
+  EXPECT_LT(bytes, 16u * 1024) << "bytes allocated while generating";
+}
+
+TEST(LazyPrograms, HierarchicalOf16384RanksAllocatesLittle) {
+  const auto sched = make_schedule({CollectiveKind::kAllReduce, 16384, 1u << 20},
+                                   {Algorithm::kHierarchical, 1, 8, Algorithm::kRing});
+  const std::uint64_t before = g_heap_bytes.load();
+  std::uint64_t steps = 0;
+  for (auto p = sched->program(12345); p.next();) ++steps;
+  EXPECT_GT(steps, 2u * 2047 * 2);
+  EXPECT_LT(g_heap_bytes.load() - before, 16u * 1024);
+}
+
+TEST(MakeSchedule, RejectsBadArgumentsNamingTheField) {
+  auto msg = [](auto fn) {
+    try {
+      fn();
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(msg([] {
+              make_schedule({CollectiveKind::kAllReduce, 4, 10}, {Algorithm::kRing, 0});
+            }).find("chunks"),
+            std::string::npos);
+  EXPECT_NE(msg([] {
+              make_schedule({CollectiveKind::kAllReduce, 6, 10}, {Algorithm::kHierarchical, 1, 4});
+            }).find("group-size"),
+            std::string::npos);
+  EXPECT_NE(msg([] {
+              make_schedule({CollectiveKind::kBroadcast, 4, 10}, {Algorithm::kHalvingDoubling});
+            }).find("algo"),
+            std::string::npos);
+  EXPECT_NE(msg([] { parse_algorithm("rign"); }).find("rign"), std::string::npos);
+  EXPECT_NE(msg([] { parse_dtype("f8"); }).find("allowed"), std::string::npos);
+}
+
+TEST(MakeSchedule, DefaultGroupSize) {
+  EXPECT_EQ(default_group_size(1), 1);
+  EXPECT_EQ(default_group_size(7), 7);  // prime: one group
+  EXPECT_EQ(default_group_size(8), 4);
+  EXPECT_EQ(default_group_size(16), 4);
+  EXPECT_EQ(default_group_size(6), 3);
+}
+
+}  // namespace
+}  // namespace cclab::coll

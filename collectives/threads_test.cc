@@ -1,0 +1,205 @@
+// Behaviour of the threads backend beyond plain numerics: bitwise identity
+// and determinism with inexact inputs, in place, non-blocking calls, split,
+// timeouts and failure propagation.
+#include "cclab/collectives/threads.h"
+
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "cclab/collectives/error.h"
+#include "test_util.h"
+
+namespace cclab::coll {
+namespace {
+
+std::vector<float> random_floats(int rank, std::size_t n) {
+  std::mt19937 gen(1234 + rank);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(gen) * std::pow(10.f, static_cast<float>(gen() % 7) - 3);
+  return v;
+}
+
+// With inputs where the reduction order changes the rounding, every rank
+// still ends with the same bits, and a second run gives the same bits again.
+TEST(Threads, BitwiseIdenticalAndDeterministic) {
+  for (auto algo : algorithms_for(CollectiveKind::kAllReduce)) {
+    for (int n : {3, 8}) {
+      const std::size_t count = 10007;
+      std::vector<std::vector<float>> first(n), second(n);
+      ThreadsWorld world(n);
+      world.run([&](Communicator& c) {
+        auto in = random_floats(c.rank(), count);
+        std::vector<float> out(count);
+        for (auto* dst : {&first, &second}) {
+          c.allreduce(in.data(), out.data(), count, DataType::kF32, ReduceOp::kSum, {algo, 3});
+          (*dst)[c.rank()] = out;
+        }
+      });
+      // A loose sanity check against a double-precision sum.
+      for (std::size_t i = 0; i < count; i += 997) {
+        double sum = 0;
+        for (int r = 0; r < n; ++r) sum += random_floats(r, count)[i];
+        EXPECT_NEAR(first[0][i], sum, 1e-3 + 1e-5 * std::abs(sum));
+      }
+      for (int r = 0; r < n; ++r) {
+        EXPECT_EQ(std::memcmp(first[r].data(), first[0].data(), count * 4), 0)
+            << algorithm_name(algo) << " n=" << n << " rank " << r << " differs from rank 0";
+        EXPECT_EQ(std::memcmp(first[r].data(), second[r].data(), count * 4), 0)
+            << algorithm_name(algo) << " n=" << n << " rank " << r << " differs between runs";
+      }
+    }
+  }
+}
+
+// In place (NCCL's conventions for where the data sits) gives the serial
+// reference too, for every collective and algorithm.
+TEST(Threads, InPlaceEveryCollective) {
+  const int n = 5;
+  const std::uint64_t count = 1001;
+  for (auto kind : {CollectiveKind::kAllReduce, CollectiveKind::kReduceScatter,
+                    CollectiveKind::kAllGather, CollectiveKind::kBroadcast}) {
+    for (auto algo : algorithms_for(kind)) {
+      ThreadsWorld world(n);
+      world.run([&](Communicator& c) {
+        const int r = c.rank();
+        const CollectiveShape shape{kind, n, count, 2};
+        std::vector<std::int32_t> buf(std::max(shape.input_count(), shape.output_count()));
+        const std::uint64_t in_at = kind == CollectiveKind::kAllGather ? count * r : 0;
+        const std::uint64_t out_at = kind == CollectiveKind::kReduceScatter ? count * r : 0;
+        test::fill_input(buf.data() + in_at, shape.input_count(), DataType::kI32, ReduceOp::kSum,
+                         r);
+        c.start({shape,
+                 DataType::kI32,
+                 ReduceOp::kSum,
+                 buf.data() + in_at,
+                 buf.data() + out_at,
+                 {algo, 2}})
+            .wait();
+        for (std::uint64_t i = 0; i < shape.output_count(); ++i) {
+          std::int32_t want = 0;
+          if (kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter)
+            test::reference_value(&want, i + out_at, DataType::kI32, ReduceOp::kSum, n);
+          else if (kind == CollectiveKind::kAllGather)
+            want = test::input_value(static_cast<int>(i / count), i % count, ReduceOp::kSum);
+          else
+            want = test::input_value(2, i, ReduceOp::kSum);
+          ASSERT_EQ(buf[out_at + i], want) << collective_name(kind) << " " << algorithm_name(algo)
+                                           << " rank " << r << " element " << i;
+        }
+      });
+    }
+  }
+}
+
+// Several collectives in flight at once, waited in reverse order, are matched
+// across ranks by issue order.
+TEST(Threads, NonBlockingCallsInFlight) {
+  const int n = 4;
+  ThreadsWorld world(n);
+  world.run([&](Communicator& c) {
+    const std::vector<Algorithm> algos = {Algorithm::kRing, Algorithm::kTree,
+                                          Algorithm::kHalvingDoubling, Algorithm::kDirect,
+                                          Algorithm::kHierarchical};
+    std::vector<std::vector<std::int64_t>> in, out;
+    std::vector<Request> reqs;
+    for (std::size_t k = 0; k < algos.size(); ++k) {
+      const std::uint64_t count = 100 + 37 * k;
+      in.emplace_back(count, c.rank() + 10 * static_cast<std::int64_t>(k));
+      out.emplace_back(count, -1);
+    }
+    for (std::size_t k = 0; k < algos.size(); ++k)
+      reqs.push_back(c.iallreduce(in[k].data(), out[k].data(), in[k].size(), DataType::kI64,
+                                  ReduceOp::kSum, {algos[k], 2}));
+    for (std::size_t k = algos.size(); k-- > 0;) {
+      reqs[k].wait();
+      // sum over r of (r + 10k) = n(n-1)/2 + 10kn
+      const std::int64_t want = n * (n - 1) / 2 + 10 * static_cast<std::int64_t>(k) * n;
+      for (auto v : out[k]) ASSERT_EQ(v, want) << algorithm_name(algos[k]);
+    }
+  });
+}
+
+// split(color, key): ranks of one color form a communicator ordered by key.
+TEST(Threads, SplitOrdersByKey) {
+  ThreadsWorld world(6);
+  world.run([&](Communicator& c) {
+    const int color = c.rank() % 2;
+    auto sub = c.split(color, -c.rank());  // reverse order inside each color
+    ASSERT_NE(sub, nullptr);
+    EXPECT_EQ(sub->size(), 3);
+    // Ranks of a color are {color, color+2, color+4}; the largest gets rank 0.
+    EXPECT_EQ(sub->rank(), (4 + color - c.rank()) / 2);
+    std::int32_t v = c.rank(), sum = 0;
+    sub->allreduce(&v, &sum, 1, DataType::kI32, ReduceOp::kSum);
+    EXPECT_EQ(sum, color == 0 ? 0 + 2 + 4 : 1 + 3 + 5);
+    auto none = c.split(c.rank() == 0 ? -1 : 0, 0);
+    EXPECT_EQ(none == nullptr, c.rank() == 0);
+  });
+}
+
+TEST(Threads, TimeoutNamesRankPeerAndStep) {
+  ThreadsWorld world(2, {std::chrono::milliseconds(300)});
+  std::string error;
+  try {
+    world.run([&](Communicator& c) {
+      if (c.rank() == 1) return;  // never joins the collective
+      std::vector<float> buf(64, 1.f);
+      c.allreduce(buf.data(), buf.data(), buf.size(), DataType::kF32, ReduceOp::kSum,
+                  {Algorithm::kRing});
+    });
+  } catch (const TimeoutError& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("rank 0"), std::string::npos) << error;
+  EXPECT_NE(error.find("waiting for rank 1"), std::string::npos) << error;
+  EXPECT_NE(error.find("step"), std::string::npos) << error;
+  EXPECT_NE(error.find("allreduce"), std::string::npos) << error;
+}
+
+// One rank failing stops the others quickly (no wait for the timeout), each
+// with an error naming the failed rank, and run() rethrows the root cause.
+TEST(Threads, FailureOfOneRankStopsTheOthers) {
+  ThreadsWorld world(4, {std::chrono::milliseconds(60000)});
+  std::vector<std::string> seen(4);
+  std::string root_cause;
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    world.run([&](Communicator& c) {
+      try {
+        if (c.rank() == 2) throw std::runtime_error("boom");
+        std::vector<float> buf(1024, 1.f);
+        c.allreduce(buf.data(), buf.data(), buf.size(), DataType::kF32, ReduceOp::kSum);
+      } catch (const std::exception& e) {
+        seen[c.rank()] = e.what();
+        throw;
+      }
+    });
+  } catch (const std::exception& e) {
+    root_cause = e.what();
+  }
+  EXPECT_EQ(root_cause, "boom");
+  for (int r : {0, 1, 3}) EXPECT_NE(seen[r].find("rank 2 failed"), std::string::npos) << seen[r];
+  // Not a timing assertion on speed: only that nobody waited for the 60 s timeout.
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
+}
+
+TEST(Threads, AvgDividesOnceAtTheEnd) {
+  const int n = 3;
+  ThreadsWorld world(n);
+  world.run([&](Communicator& c) {
+    // Ranks contribute 1, 2, 4: the f32 average is 7/3 rounded once.
+    float v = static_cast<float>(1 << c.rank()), out = 0;
+    for (auto algo : algorithms_for(CollectiveKind::kAllReduce)) {
+      c.allreduce(&v, &out, 1, DataType::kF32, ReduceOp::kAvg, {algo});
+      EXPECT_EQ(out, 7.f / 3.f) << algorithm_name(algo);
+    }
+  });
+}
+
+}  // namespace
+}  // namespace cclab::coll
