@@ -5,6 +5,7 @@
 #include "cclab/collectives/checker.h"
 
 #include <deque>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -70,10 +71,12 @@ class Checker {
   void check_final(int r);
   std::string deadlock_report();
   Span span(int r, const Region& reg, std::int64_t id);
-  std::vector<Piece> read(int r, const Region& reg, std::int64_t id);
+  // Reads into `out`; fails on uninitialised data.
+  void read(int r, const Region& reg, std::int64_t id, std::vector<Piece>& out);
   void write(int r, const Region& reg, const std::vector<Piece>& p);
-  std::vector<Piece> combine(int r, std::int64_t id, const std::vector<Piece>& a,
-                             const std::vector<Piece>& b);
+  // out = a (op) b element-wise.
+  void combine(int r, std::int64_t id, const std::vector<Piece>& a, const std::vector<Piece>& b,
+               std::vector<Piece>& out);
   [[noreturn]] void fail(int r, std::int64_t id, const std::string& what);
 
   const Schedule& sched_;
@@ -83,6 +86,9 @@ class Checker {
   std::unordered_map<std::uint64_t, std::pair<std::deque<Posted>, std::deque<Posted>>> pairs_;
   std::vector<std::uint64_t> touched_;
   CheckResult result_;
+  std::vector<Piece> a_, b_, c_;  // reused piece lists
+  detail::SetArena arena_;
+  bool dense_ = true;
 };
 
 std::uint64_t pair_key(int from, int to) {
@@ -98,16 +104,16 @@ void Checker::init_rank(int r) {
   RankState& st = ranks_[r];
   st.offsets = sched_.in_place_offsets(r);
   const std::uint64_t in_n = shape_.input_count(), out_n = shape_.output_count();
-  st.storage[0] = SegmentBuffer(opt_.in_place ? 0 : in_n);
-  st.storage[1] = SegmentBuffer(opt_.in_place ? st.offsets.storage_count : out_n);
-  st.storage[2] = SegmentBuffer(sched_.scratch_count());
+  st.storage[0] = SegmentBuffer(opt_.in_place ? 0 : in_n, dense_);
+  st.storage[1] = SegmentBuffer(opt_.in_place ? st.offsets.storage_count : out_n, dense_);
+  st.storage[2] = SegmentBuffer(sched_.scratch_count(), dense_);
   // Input element j of rank r: which global element it is, contributed by r.
   std::int64_t first = 0;
   if (shape_.kind == CollectiveKind::kAllGather) first = static_cast<std::int64_t>(in_n) * r;
   if (in_n > 0) {
     const std::uint64_t at = opt_.in_place ? st.offsets.input : 0;
-    st.storage[opt_.in_place ? 1 : 0].write(
-        at, {Piece{in_n, first, std::make_shared<const RankSet>(RankSet::single(r))}});
+    st.storage[opt_.in_place ? 1 : 0].write(at,
+                                            {Piece{in_n, first, arena_.add(RankSet::single(r))}});
   }
   st.program = sched_.program(r);
   st.has_next = st.program.next();
@@ -140,15 +146,14 @@ Span Checker::span(int r, const Region& reg, std::int64_t id) {
   return {storage, base + reg.offset, base + reg.end()};
 }
 
-std::vector<Piece> Checker::read(int r, const Region& reg, std::int64_t id) {
+void Checker::read(int r, const Region& reg, std::int64_t id, std::vector<Piece>& out) {
   const Span s = span(r, reg, id);
-  auto pieces = ranks_[r].storage[s.storage].read(s.lo, s.hi - s.lo);
-  for (const auto& p : pieces)
+  ranks_[r].storage[s.storage].read(s.lo, s.hi - s.lo, out);
+  for (const auto& p : out)
     if (!p.set)
       fail(r, id,
            fmt::format("reads uninitialised {}[{},{})", buffer_name(reg.buffer), reg.offset,
                        reg.end()));
-  return pieces;
 }
 
 void Checker::write(int r, const Region& reg, const std::vector<Piece>& p) {
@@ -157,9 +162,9 @@ void Checker::write(int r, const Region& reg, const std::vector<Piece>& p) {
 }
 
 // Element-wise a (op) b: the same element on both sides, disjoint rank sets.
-std::vector<Piece> Checker::combine(int r, std::int64_t id, const std::vector<Piece>& a,
-                                    const std::vector<Piece>& b) {
-  std::vector<Piece> out;
+void Checker::combine(int r, std::int64_t id, const std::vector<Piece>& a,
+                      const std::vector<Piece>& b, std::vector<Piece>& out) {
+  out.clear();
   std::size_t i = 0, j = 0;
   std::uint64_t ia = 0, jb = 0, pos = 0;  // offsets consumed inside a[i], b[j]
   while (i < a.size() && j < b.size()) {
@@ -174,12 +179,11 @@ std::vector<Piece> Checker::combine(int r, std::int64_t id, const std::vector<Pi
       fail(r, id,
            fmt::format("element {} would hold rank {}'s contribution twice ({} + {})", ea, dup,
                        a[i].set->str(), b[j].set->str()));
-    out.push_back({len, ea, std::make_shared<const RankSet>(std::move(merged))});
+    out.push_back({len, ea, arena_.add(std::move(merged))});
     pos += len;
     if ((ia += len) == a[i].len) ++i, ia = 0;
     if ((jb += len) == b[j].len) ++j, jb = 0;
   }
-  return out;
 }
 
 bool Checker::issue_ready(int r) {
@@ -206,12 +210,14 @@ void Checker::issue(int r) {
     fail(r, id,
          fmt::format("{}: peer {} is not another rank of {}", describe(s), s.peer, shape_.ranks));
   // Accesses this step makes, checked against unfinished steps of the rank.
-  std::vector<Access> acc;
+  Access acc_buf[2];
+  int n_acc = 0;
   if (s.kind == StepKind::kSend || s.kind == StepKind::kRecvReduce || s.kind == StepKind::kCopy ||
       s.kind == StepKind::kReduce)
-    acc.push_back({id, span(r, s.src, id), false});
+    acc_buf[n_acc++] = {id, span(r, s.src, id), false};
   if (s.kind != StepKind::kSend && s.kind != StepKind::kFence)
-    acc.push_back({id, span(r, s.dst, id), true});
+    acc_buf[n_acc++] = {id, span(r, s.dst, id), true};
+  const std::span<const Access> acc(acc_buf, n_acc);
   for (const auto& a : acc)
     for (const auto& b : st.inflight)
       if ((a.write || b.write) && a.span.overlaps(b.span))
@@ -221,10 +227,14 @@ void Checker::issue(int r) {
                          describe(s), b.id));
   switch (s.kind) {
     case StepKind::kCopy:
-      write(r, s.dst, read(r, s.src, id));
+      read(r, s.src, id, a_);
+      write(r, s.dst, a_);
       break;
     case StepKind::kReduce:
-      write(r, s.dst, combine(r, id, read(r, s.dst, id), read(r, s.src, id)));
+      read(r, s.dst, id, a_);
+      read(r, s.src, id, b_);
+      combine(r, id, a_, b_, c_);
+      write(r, s.dst, c_);
       break;
     case StepKind::kFence:
       break;
@@ -254,10 +264,14 @@ void Checker::transfer(const Posted& send, const Posted& recv) {
     fail(send.rank, send.id,
          fmt::format("sends {} elements to rank {}, whose matching receive (step {}) expects {}",
                      ss.src.count, recv.rank, recv.id, rs.dst.count));
-  auto data = read(send.rank, ss.src, send.id);
-  if (rs.kind == StepKind::kRecvReduce)
-    data = combine(recv.rank, recv.id, read(recv.rank, rs.src, recv.id), data);
-  write(recv.rank, rs.dst, data);
+  read(send.rank, ss.src, send.id, a_);
+  if (rs.kind == StepKind::kRecvReduce) {
+    read(recv.rank, rs.src, recv.id, b_);
+    combine(recv.rank, recv.id, b_, a_, c_);
+    write(recv.rank, rs.dst, c_);
+  } else {
+    write(recv.rank, rs.dst, a_);
+  }
   ++result_.transfers;
   finish(send.rank, send.id);
   finish(recv.rank, recv.id);
@@ -298,10 +312,11 @@ std::string Checker::deadlock_report() {
 }
 
 void Checker::check_final(int r) {
-  const RankState& st = ranks_[r];
+  RankState& st = ranks_[r];
   const std::uint64_t n_out = shape_.output_count();
   const std::uint64_t base = opt_.in_place ? st.offsets.output : 0;
-  const auto pieces = st.storage[1].read(base, n_out);
+  std::vector<Piece> pieces;
+  st.storage[1].read(base, n_out, pieces);
   std::uint64_t pos = 0;
   for (const auto& p : pieces) {
     for (std::uint64_t k = 0; k < p.len;) {
@@ -335,6 +350,11 @@ void Checker::check_final(int r) {
 CheckResult Checker::run() {
   try {
     ranks_.resize(shape_.ranks);
+    // Dense buffers (16 bytes per element) while every rank's buffers
+    // together stay under 16M elements; runs in a map beyond that.
+    const std::uint64_t per_rank =
+        shape_.input_count() + shape_.output_count() + sched_.scratch_count();
+    dense_ = per_rank * shape_.ranks <= (16u << 20);
     for (int r = 0; r < shape_.ranks; ++r) init_rank(r);
     for (;;) {
       bool progress = false;

@@ -36,20 +36,35 @@ std::string RankSet::str() const {
   return s + "}";
 }
 
-void SegmentBuffer::split_at(std::uint64_t pos) {
-  if (pos == 0 || pos >= size_) return;
-  auto it = segs_.upper_bound(pos);
-  --it;  // the segment containing pos
-  if (it->first == pos) return;
-  Seg right{it->second.end, it->second.elem + static_cast<std::int64_t>(pos - it->first),
-            it->second.set};
-  it->second.end = pos;
-  segs_.emplace(pos, right);
+SegmentBuffer::SegmentBuffer(std::uint64_t size, bool dense) : size_(size), dense_(dense) {
+  if (dense_) {
+    elem_.assign(size, 0);
+    set_.assign(size, nullptr);
+  } else if (size > 0) {
+    segs_[0] = {size, 0, nullptr};
+  }
 }
 
-std::vector<Piece> SegmentBuffer::read(std::uint64_t off, std::uint64_t len) const {
-  std::vector<Piece> out;
-  if (len == 0) return out;
+namespace {
+// Two runs continue each other: same set and consecutive elements (or both
+// uninitialised).
+bool continues(const Piece& p, std::int64_t elem, SetPtr set) {
+  return p.set == set && (!set || p.elem + static_cast<std::int64_t>(p.len) == elem);
+}
+}  // namespace
+
+void SegmentBuffer::read(std::uint64_t off, std::uint64_t len, std::vector<Piece>& out) const {
+  out.clear();
+  if (len == 0) return;
+  if (dense_) {
+    for (std::uint64_t i = off; i < off + len; ++i) {
+      if (!out.empty() && continues(out.back(), elem_[i], set_[i]))
+        ++out.back().len;
+      else
+        out.push_back({1, elem_[i], set_[i]});
+    }
+    return;
+  }
   auto it = segs_.upper_bound(off);
   --it;
   for (std::uint64_t pos = off, end = off + len; pos < end; ++it) {
@@ -58,43 +73,37 @@ std::vector<Piece> SegmentBuffer::read(std::uint64_t off, std::uint64_t len) con
         {stop - pos, it->second.elem + static_cast<std::int64_t>(pos - it->first), it->second.set});
     pos = stop;
   }
-  return out;
+}
+
+void SegmentBuffer::split_at(std::uint64_t pos) {
+  if (pos == 0 || pos >= size_) return;
+  auto it = segs_.upper_bound(pos);
+  --it;  // the run containing pos
+  if (it->first == pos) return;
+  Seg right{it->second.end, it->second.elem + static_cast<std::int64_t>(pos - it->first),
+            it->second.set};
+  it->second.end = pos;
+  segs_.emplace(pos, right);
 }
 
 void SegmentBuffer::write(std::uint64_t off, const std::vector<Piece>& pieces) {
+  if (dense_) {
+    for (const auto& p : pieces)
+      for (std::uint64_t k = 0; k < p.len; ++k, ++off) {
+        elem_[off] = p.elem + static_cast<std::int64_t>(k);
+        set_[off] = p.set;
+      }
+    return;
+  }
   std::uint64_t len = 0;
   for (const auto& p : pieces) len += p.len;
   if (len == 0) return;
   split_at(off);
   split_at(off + len);
-  segs_.erase(segs_.lower_bound(off), segs_.lower_bound(off + len));
-  std::uint64_t pos = off;
+  auto hint = segs_.erase(segs_.lower_bound(off), segs_.lower_bound(off + len));
   for (const auto& p : pieces) {
-    segs_.emplace(pos, Seg{pos + p.len, p.elem, p.set});
-    pos += p.len;
-  }
-  coalesce(off, off + len);
-}
-
-// Joins neighbours that continue each other (consecutive elements, equal sets)
-// so a fully reduced buffer is one segment again.
-void SegmentBuffer::coalesce(std::uint64_t lo, std::uint64_t hi) {
-  auto it = segs_.upper_bound(lo);
-  if (it != segs_.begin()) --it;
-  if (it != segs_.begin()) --it;
-  while (it != segs_.end() && it->first <= hi) {
-    auto next = std::next(it);
-    if (next == segs_.end()) break;
-    const Seg& a = it->second;
-    const Seg& b = next->second;
-    const bool same_set = a.set == b.set || (a.set && b.set && *a.set == *b.set);
-    const bool continues = a.elem + static_cast<std::int64_t>(a.end - it->first) == b.elem;
-    if (same_set && (continues || !a.set)) {
-      it->second.end = b.end;
-      segs_.erase(next);
-    } else {
-      it = next;
-    }
+    hint = std::next(segs_.emplace_hint(hint, off, Seg{off + p.len, p.elem, p.set}));
+    off += p.len;
   }
 }
 

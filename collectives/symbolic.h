@@ -1,10 +1,10 @@
-// Symbolic values for the checker: sets of contributing ranks and buffers of
-// segments, each segment a run of consecutive elements with one rank set.
+// Symbolic values for the checker: sets of contributing ranks, and buffers
+// whose elements each hold "element e with the contributions of ranks S".
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
-#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,22 +26,35 @@ class RankSet {
   std::vector<std::pair<int, int>> iv_;
 };
 
-using SetPtr = std::shared_ptr<const RankSet>;
+// Sets are immutable and live as long as the arena (one check run), so values
+// refer to them by plain pointer.
+using SetPtr = const RankSet*;
+class SetArena {
+ public:
+  SetPtr add(RankSet s) { return &sets_.emplace_back(std::move(s)); }
+
+ private:
+  std::deque<RankSet> sets_;
+};
 
 // A run of elements: position p of the run holds element `elem + (p - start)`.
 struct Piece {
   std::uint64_t len = 0;
   std::int64_t elem = 0;
-  SetPtr set;  // null: never written (uninitialised)
+  SetPtr set = nullptr;  // null: never written (uninitialised)
 };
 
+// A buffer of symbolic elements. Dense mode stores every element (fast:
+// direct indexing, no cache-unfriendly tree walks, for the sizes tests and
+// typical checks use); sparse mode stores runs in an ordered map, so huge
+// counts cost memory in proportion to the number of distinct runs.
 class SegmentBuffer {
  public:
-  explicit SegmentBuffer(std::uint64_t size = 0) : size_(size) {
-    if (size) segs_[0] = {size, 0, nullptr};
-  }
+  SegmentBuffer() = default;
+  SegmentBuffer(std::uint64_t size, bool dense);
   std::uint64_t size() const { return size_; }
-  std::vector<Piece> read(std::uint64_t off, std::uint64_t len) const;
+  // Replaces `out` with the runs covering [off, off+len).
+  void read(std::uint64_t off, std::uint64_t len, std::vector<Piece>& out) const;
   void write(std::uint64_t off, const std::vector<Piece>& pieces);
 
  private:
@@ -51,9 +64,11 @@ class SegmentBuffer {
     SetPtr set;
   };
   void split_at(std::uint64_t pos);
-  void coalesce(std::uint64_t lo, std::uint64_t hi);
-  std::uint64_t size_;
-  std::map<std::uint64_t, Seg> segs_;  // keyed by start
+  std::uint64_t size_ = 0;
+  bool dense_ = true;
+  std::vector<std::int64_t> elem_;  // dense mode
+  std::vector<SetPtr> set_;
+  std::map<std::uint64_t, Seg> segs_;  // sparse mode, keyed by start
 };
 
 }  // namespace cclab::coll::detail

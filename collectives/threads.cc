@@ -150,7 +150,7 @@ bool ThreadsComm::issue(Op& op, std::int64_t id, const Step& s) {
     case StepKind::kCopy: {
       std::byte* src = address(op, s.src);
       std::byte* dst = address(op, s.dst);
-      if (src != dst) std::memcpy(dst, src, s.dst.count * op.esize);
+      copy_bytes(dst, src, s.dst.count * op.esize);
       return true;
     }
     case StepKind::kReduce: {
@@ -201,7 +201,7 @@ bool ThreadsComm::match_recvs(Op& op) {
             fmt::format("rank {}: {} got {} bytes from rank {}", rank_, describe(s), it->bytes, p));
       std::byte* dst = address(op, s.dst);
       if (s.kind == StepKind::kRecv)
-        std::memcpy(dst, it->data, it->bytes);
+        copy_bytes(dst, it->data, it->bytes);
       else
         reduce(dst, address(op, s.src), it->data, s.dst.count, op.call.dtype, step_op(op.call.op));
       it->done->store(1, std::memory_order_release);

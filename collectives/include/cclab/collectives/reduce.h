@@ -14,6 +14,10 @@ namespace cclab::coll {
 // f16/bf16 widen to f32, apply op, and round back to nearest even.
 void reduce(void* dst, const void* a, const void* b, std::uint64_t count, DataType t, ReduceOp op);
 
+// memcpy for collective payloads: large copies bypass the cache like large
+// reductions do (see reduce.cc). dst == src is a no-op.
+void copy_bytes(void* dst, const void* src, std::uint64_t bytes);
+
 // buf[i] = buf[i] / divisor, for kAvg's final step (integers truncate).
 void finalize_avg(void* buf, std::uint64_t count, DataType t, int divisor);
 

@@ -1,0 +1,91 @@
+#include "bench_command.h"
+
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "backend.h"
+#include "cclab/collectives/error.h"
+#include "report.h"
+#include "sweep.h"
+
+namespace cclab::bench {
+namespace {
+
+void add_run_options(CLI::App& cmd, BenchFlags& f) {
+  cmd.add_option("--backend", f.backend, "Where ranks run (allowed: " + backend_names() + ")")
+      ->capture_default_str();
+  cmd.add_option("--ranks", f.ranks, "Number of ranks")->capture_default_str();
+  cmd.add_option("--timeout-ms", f.timeout_ms, "Timeout of every wait, in ms")
+      ->capture_default_str();
+}
+
+void add_collective_options(CLI::App& cmd, BenchFlags& f) {
+  cmd.add_option("--coll", f.coll, "allreduce, reducescatter, allgather or broadcast")
+      ->capture_default_str();
+  cmd.add_option("--algo", f.algo, "Comma-separated algorithms, or all")->capture_default_str();
+  cmd.add_option("-d,--dtype", f.dtype, "Element type (" + coll::dtype_names() + ")")
+      ->capture_default_str();
+  cmd.add_option("-o,--op", f.op, "Reduction (" + coll::op_names() + ")")->capture_default_str();
+  cmd.add_option("-r,--root", f.root, "Root rank of broadcast")->capture_default_str();
+  cmd.add_flag("--inplace", f.in_place, "Run in place (NCCL's buffer conventions)");
+  cmd.add_option("--chunks", f.chunks, "Pipeline chunks per transfer")->capture_default_str();
+  cmd.add_option("--group-size", f.group_size, "hier: ranks per group (0: default)")
+      ->capture_default_str();
+  cmd.add_option("--inner", f.inner, "hier: the cross-group all-reduce (ring, tree, hd, direct)")
+      ->capture_default_str();
+}
+
+void add_sweep_options(CLI::App& cmd, BenchFlags& f) {
+  cmd.add_option("-b,--minbytes", f.min_bytes, "Smallest size, bytes (K, M, G suffixes)")
+      ->capture_default_str();
+  cmd.add_option("-e,--maxbytes", f.max_bytes, "Largest size, bytes (K, M, G suffixes)")
+      ->capture_default_str();
+  cmd.add_option("-f,--stepfactor", f.step_factor, "Size multiplier between rows (>= 2)")
+      ->capture_default_str();
+  cmd.add_option("-n,--iters", f.iters, "Timed iterations per row")->capture_default_str();
+  cmd.add_option("-w,--warmup", f.warmup, "Untimed iterations per row")->capture_default_str();
+  cmd.add_option("-c,--check", f.check, "Check results (1) or not (0)")->capture_default_str();
+  cmd.add_option("--json", f.json_path, "Also write the results to this JSON file");
+}
+
+// Fails before the sweep rather than after it.
+void check_writable(const std::string& path) {
+  if (!std::ofstream(path, std::ios::app))
+    throw IoError(fmt::format("--json: cannot open '{}' for writing", path));
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("bench",
+                                 "Sweep sizes and algorithms of one collective (nccl-tests style)");
+  // A repeated flag overrides the earlier one, so scripts can append overrides.
+  cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  auto flags = std::make_shared<BenchFlags>();
+  add_run_options(*cmd, *flags);
+  add_collective_options(*cmd, *flags);
+  add_sweep_options(*cmd, *flags);
+  cmd->callback([flags] {
+    const int status = run_bench(resolve(*flags), std::cout, std::cerr);
+    if (status != 0) throw CLI::RuntimeError(status);
+  });
+}
+
+int run_bench(const BenchConfig& config, std::ostream& out, std::ostream& err) {
+  if (!config.json_path.empty()) check_writable(config.json_path);
+  auto backend = make_backend(config.backend, config.ranks, config.timeout);
+  const auto rows = run_sweep(config, *backend);
+  print_table(out, config, rows);
+  out.flush();
+  if (!config.json_path.empty()) write_json(config.json_path, to_json(config, rows));
+  const auto wrong = total_wrong(rows);
+  if (wrong == 0) return 0;
+  err << fmt::format("cclab: bench: {} wrong elements (see #wrong)\n", wrong);
+  return 1;
+}
+
+}  // namespace cclab::bench

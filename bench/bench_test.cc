@@ -1,0 +1,297 @@
+// Tests of the sweep tool: flag resolution, the size sweep, the reference
+// values of the check, a full sweep on the threads backend, and the reports.
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "backend.h"
+#include "cclab/collectives/error.h"
+#include "check.h"
+#include "options.h"
+#include "report.h"
+#include "sweep.h"
+
+namespace cclab::bench {
+namespace {
+
+using coll::Algorithm;
+using coll::CollectiveKind;
+using coll::DataType;
+using coll::ReduceOp;
+
+TEST(SizeParse, AcceptsBytesAndBinarySuffixes) {
+  EXPECT_EQ(parse_size_bytes("4096", "-b"), 4096u);
+  EXPECT_EQ(parse_size_bytes("1K", "-b"), 1024u);
+  EXPECT_EQ(parse_size_bytes("2k", "-b"), 2048u);
+  EXPECT_EQ(parse_size_bytes("64M", "-b"), 64u << 20);
+  EXPECT_EQ(parse_size_bytes("1G", "-b"), 1u << 30);
+}
+
+TEST(SizeParse, RejectsMalformedSizesNamingTheFlag) {
+  for (const char* text :
+       {"", "K", "12X", "1KB", "-1", " 1", "99999999999999999999", "17179869184G"}) {
+    try {
+      parse_size_bytes(text, "-e/--maxbytes");
+      ADD_FAILURE() << "accepted '" << text << "'";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("-e/--maxbytes: malformed size"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+TEST(Resolve, DefaultsSelectEveryAllReduceAlgorithm) {
+  const auto c = resolve(BenchFlags{});
+  EXPECT_EQ(c.algos, coll::algorithms_for(CollectiveKind::kAllReduce));
+  EXPECT_EQ(c.min_bytes, 1024u);
+  EXPECT_EQ(c.max_bytes, 64u << 20);
+}
+
+// resolve(flags) must throw InvalidArgument whose message contains `expected`.
+void expect_invalid(const BenchFlags& flags, const std::string& expected) {
+  try {
+    resolve(flags);
+    ADD_FAILURE() << "accepted; expected an error containing '" << expected << "'";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+  }
+}
+
+TEST(Resolve, RejectsBadValuesNamingTheFlag) {
+  const auto with = [](auto edit) {
+    BenchFlags f;
+    edit(f);
+    return f;
+  };
+  expect_invalid(with([](auto& f) { f.algo = "ring,fast"; }), "--algo: unknown algorithm 'fast'");
+  expect_invalid(with([](auto& f) { f.coll = "reducescatter", f.algo = "tree"; }),
+                 "--algo: 'tree' does not apply to reducescatter (allowed: ");
+  expect_invalid(with([](auto& f) { f.dtype = "f8"; }), "--dtype");
+  expect_invalid(with([](auto& f) { f.op = "xor"; }), "--op");
+  expect_invalid(with([](auto& f) { f.coll = "alltoall"; }), "--coll");
+  expect_invalid(with([](auto& f) { f.backend = "gloo"; }), "--backend: unknown backend 'gloo'");
+  expect_invalid(with([](auto& f) { f.min_bytes = "2K", f.max_bytes = "1K"; }),
+                 "-b/--minbytes: 2K is larger than -e/--maxbytes 1K");
+  expect_invalid(with([](auto& f) { f.ranks = 0; }), "--ranks: must be at least 1 (got 0)");
+  expect_invalid(with([](auto& f) { f.chunks = 0; }), "--chunks");
+  expect_invalid(with([](auto& f) { f.iters = 0; }), "-n/--iters");
+  expect_invalid(with([](auto& f) { f.warmup = -1; }), "-w/--warmup");
+  expect_invalid(with([](auto& f) { f.check = 2; }), "-c/--check");
+  expect_invalid(with([](auto& f) { f.step_factor = 1; }), "-f/--stepfactor");
+  expect_invalid(with([](auto& f) { f.root = 2; }), "--root");
+  expect_invalid(with([](auto& f) { f.inner = "hier"; }), "--inner");
+  expect_invalid(with([](auto& f) { f.ranks = 4, f.group_size = 3; }),
+                 "--group-size: 3 does not divide --ranks 4 (allowed: 1, 2, 4");
+}
+
+TEST(SweepSizes, GeometricUpToMaxAndRoundedToElements) {
+  BenchConfig c;
+  c.min_bytes = 1024, c.max_bytes = 5 * 1024, c.step_factor = 2;
+  // 1K, 2K, 4K; 8K would pass 5K.
+  const auto sizes = sweep_sizes(c);
+  ASSERT_EQ(sizes.size(), 3u);
+  EXPECT_EQ(sizes[2].bytes, 4096u);
+  EXPECT_EQ(sizes[2].count, 1024u);  // f32
+  c.min_bytes = c.max_bytes = 7;
+  EXPECT_EQ(sweep_sizes(c)[0].count, 1u);  // 7 bytes hold one whole f32
+  EXPECT_EQ(sweep_sizes(c)[0].bytes, 4u);
+}
+
+TEST(SweepSizes, ReduceScatterCountIsAMultipleOfRanks) {
+  BenchConfig c;
+  c.coll = CollectiveKind::kReduceScatter;
+  c.ranks = 3;
+  c.min_bytes = c.max_bytes = 100;
+  // 100 B = 25 f32, rounded down to 24 (a multiple of 3): 8 per rank.
+  const auto size = sweep_sizes(c)[0];
+  EXPECT_EQ(size.count, 24u);
+  EXPECT_EQ(size.bytes, 96u);
+  EXPECT_EQ(shape_for(c, size.count).count, 8u);
+  EXPECT_EQ(shape_for(c, size.count).input_count(), 24u);
+}
+
+TEST(Bandwidth, BusFactorsAndMedian) {
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::kAllReduce, 4), 1.5);  // 2 * 3/4
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::kAllGather, 4), 0.75);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::kBroadcast, 4), 1.0);
+  BenchConfig c;
+  c.ranks = 4;
+  SweepRow row;
+  row.bytes = 3000;
+  summarize({5, 1, 3, 2, 4}, c, row);
+  EXPECT_EQ(row.time_us_median, 3);
+  EXPECT_EQ(row.time_us_min, 1);
+  EXPECT_EQ(row.time_us_max, 5);
+  // 3000 B in 3 us = 1e9 B/s = 1 GB/s; busbw = 1 * 2 * 3/4.
+  EXPECT_DOUBLE_EQ(row.algbw_gbps, 1.0);
+  EXPECT_DOUBLE_EQ(row.busbw_gbps, 1.5);
+  summarize({4, 1, 3, 2}, c, row);
+  EXPECT_EQ(row.time_us_median, 2.5);  // mean of the middle two
+}
+
+TEST(Reference, InputsAndReductionsFromTheFormula) {
+  // ((r*7 + i*3) % 5) + 1 at i = 0 for r = 0..3: 1, 3, 5, 2.
+  EXPECT_EQ(input_value(2, 0, ReduceOp::kSum), 5);
+  EXPECT_EQ(reduced_value(4, 0, ReduceOp::kSum), 11);
+  EXPECT_EQ(reduced_value(4, 0, ReduceOp::kMin), 1);
+  EXPECT_EQ(reduced_value(4, 0, ReduceOp::kMax), 5);
+  // prod at i = 0: ranks 0 and 4 of 0..7 have (r + i) % 4 == 0, so 2 * 2.
+  EXPECT_EQ(reduced_value(8, 0, ReduceOp::kProd), 4);
+  // Period: i and i + kPeriod give the same inputs for either formula.
+  for (int r = 0; r < 6; ++r)
+    for (auto op : {ReduceOp::kSum, ReduceOp::kProd})
+      EXPECT_EQ(input_value(r, 3, op), input_value(r, 3 + kPeriod, op));
+}
+
+template <class T>
+T decode(DataType t, auto encode) {
+  std::byte bytes[8] = {};
+  encode(t, bytes);
+  T value;
+  std::memcpy(&value, bytes, sizeof(T));
+  return value;
+}
+
+TEST(Reference, EncodesIntoEachType) {
+  // bf16 keeps the top 16 bits of a float: 1.0f = 0x3F800000.
+  EXPECT_EQ(float_to_bf16_bits(1.0f), 0x3F80);
+  // 1 + 2^-8 is a tie between 0x3F80 and 0x3F81: to even, 0x3F80.
+  EXPECT_EQ(float_to_bf16_bits(1.00390625f), 0x3F80);
+  // 1 + 3 * 2^-8 is a tie between 0x3F81 and 0x3F82: to even, 0x3F82.
+  EXPECT_EQ(float_to_bf16_bits(1.01171875f), 0x3F82);
+  // 10/3 = 0x40555555 in f32; the dropped half 0x5555 is below a half ulp.
+  const auto avg = [](DataType t, std::byte* out) {
+    encode_reduced(10, 3, ReduceOp::kAvg, t, out);
+  };
+  EXPECT_EQ(decode<std::uint16_t>(DataType::kBF16, avg), 0x4055);
+  EXPECT_EQ(decode<float>(DataType::kF32, avg), 10.0f / 3.0f);
+  EXPECT_EQ(decode<std::int32_t>(DataType::kI32, avg), 3);  // truncated
+  EXPECT_EQ(decode<_Float16>(DataType::kF16, avg), static_cast<_Float16>(10.0f / 3.0f));
+  // u8 sums wrap: 300 mod 256 = 44.
+  const auto wrap = [](DataType t, std::byte* out) { encode_int(300, t, out); };
+  EXPECT_EQ(decode<std::uint8_t>(DataType::kU8, wrap), 44);
+}
+
+TEST(Reference, CountsEachWrongElement) {
+  // An all-reduce output built from the reference, then two elements broken.
+  const int ranks = 3;
+  coll::CollectiveShape shape{CollectiveKind::kAllReduce, ranks, 3000, 0};
+  std::vector<std::byte> out(3000 * 4);
+  for (std::uint64_t i = 0; i < 3000; ++i)
+    encode_reduced(reduced_value(ranks, i, ReduceOp::kSum), ranks, ReduceOp::kSum, DataType::kF32,
+                   &out[i * 4]);
+  const Expectation expect(ranks, DataType::kF32, ReduceOp::kSum);
+  EXPECT_EQ(expect.count_wrong(shape, 1, out.data()), 0u);
+  out[7 * 4] = std::byte{0x7F};
+  out[2999 * 4 + 3] = std::byte{0x7F};
+  EXPECT_EQ(expect.count_wrong(shape, 1, out.data()), 2u);
+}
+
+// A one-rank backend whose collectives do nothing: the check must see it.
+class InertComm final : public coll::Communicator {
+  struct Done final : coll::detail::RequestImpl {
+    void wait() override {}
+    bool test() override { return true; }
+  };
+
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  coll::Request start(const coll::CollectiveCall&) override {
+    return coll::Request(std::make_shared<Done>());
+  }
+  void barrier() override {}
+  std::unique_ptr<Communicator> split(int, int) override { return nullptr; }
+};
+
+class InertBackend final : public Backend {
+ public:
+  std::string_view name() const override { return "inert"; }
+  int ranks() const override { return 1; }
+  void run(const std::function<void(coll::Communicator&)>& fn) override { fn(comm_); }
+
+ private:
+  InertComm comm_;
+};
+
+TEST(Sweep, ACollectiveThatWritesNothingIsWrong) {
+  BenchFlags f;
+  f.ranks = 1, f.algo = "ring", f.min_bytes = "64", f.max_bytes = "128", f.iters = 1;
+  f.step_factor = 2;
+  const auto c = resolve(f);
+  InertBackend backend;
+  const auto rows = run_sweep(c, backend);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].wrong, 16u);  // 64 B of f32, all still poisoned
+  EXPECT_EQ(rows[1].wrong, 32u);
+}
+
+// Every collective, algorithm, placement and a few types on 3 threads ranks
+// (a non-power of two), with sizes that are not multiples of the rank count.
+TEST(Sweep, ThreadsResultsAreExact) {
+  struct TypeOp {
+    const char* dtype;
+    const char* op;
+  };
+  for (const char* coll : {"allreduce", "reducescatter", "allgather", "broadcast"}) {
+    for (auto [dtype, op] : {TypeOp{"f32", "sum"}, TypeOp{"bf16", "avg"}, TypeOp{"f16", "prod"},
+                             TypeOp{"u8", "max"}, TypeOp{"i64", "min"}}) {
+      for (bool in_place : {false, true}) {
+        BenchFlags f;
+        f.ranks = 3, f.coll = coll, f.root = 2, f.in_place = in_place, f.dtype = dtype, f.op = op;
+        // std::string(): GCC 12 -O3 gives a false -Wrestrict for assigning "1" here.
+        f.min_bytes = std::string("1"), f.max_bytes = "20K";
+        f.step_factor = 7, f.iters = 2, f.warmup = 1;
+        const auto c = resolve(f);
+        auto backend = make_backend("threads", c.ranks, c.timeout);
+        const auto rows = run_sweep(c, *backend);
+        ASSERT_EQ(rows.size(), sweep_sizes(c).size() * c.algos.size());
+        for (const auto& row : rows)
+          EXPECT_EQ(row.wrong, 0u)
+              << coll << " " << dtype << " " << op << (in_place ? " in place " : " ")
+              << coll::algorithm_name(row.algo) << " " << row.bytes << " B";
+      }
+    }
+  }
+}
+
+TEST(Report, TableColumnsAndJsonRecord) {
+  BenchFlags f;
+  f.coll = "allgather", f.check = 0, f.algo = "ring";
+  const auto c = resolve(f);
+  SweepRow row;
+  row.bytes = 1024, row.count = 256, row.algo = Algorithm::kRing, row.iters = 3;
+  summarize({2, 1, 3}, c, row);
+  std::ostringstream out;
+  print_table(out, c, {row});
+  const std::string text = out.str();
+  EXPECT_NE(text.find("# cclab bench: backend threads, ranks 2, coll allgather"),
+            std::string::npos);
+  EXPECT_NE(text.find("size(B)        count  type  redop    algo    time(us)  algbw(GB/s)  "
+                      "busbw(GB/s)  #wrong"),
+            std::string::npos)
+      << text;
+  // 1024 B in 2 us = 0.512 GB/s; allgather busbw = 0.512 * 1/2.
+  EXPECT_NE(text.find("1024          256   f32   none    ring        2.00         0.51         "
+                      "0.26     N/A"),
+            std::string::npos)
+      << text;
+  const auto record = to_json(c, {row});
+  EXPECT_EQ(record["tool"], "cclab bench");
+  EXPECT_EQ(record["config"]["coll"], "allgather");
+  EXPECT_EQ(record["rows"][0]["time_us_median"], 2.0);
+  EXPECT_EQ(record["rows"][0]["redop"], "none");
+  EXPECT_TRUE(record["rows"][0]["wrong"].is_null());
+  for (const char* key : {"cpu_model", "cores", "hostname"})
+    EXPECT_TRUE(record["machine"].contains(key)) << key;
+  for (const char* key : {"compiler", "build_type", "git_commit"})
+    EXPECT_TRUE(record["build"].contains(key)) << key;
+  EXPECT_EQ(record["date"].get<std::string>().size(), 20u);  // 2024-05-01T12:00:00Z
+}
+
+}  // namespace
+}  // namespace cclab::bench

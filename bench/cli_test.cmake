@@ -1,0 +1,29 @@
+# Runs `${CCLAB} ${ARGS}` and checks its exit status. A failing run (STATUS
+# non-zero) must print exactly one line on stderr, matching REGEX; a
+# successful one must print something on stdout matching REGEX (if given).
+#   cmake -DCCLAB=path -DARGS="bench --ranks 0" -DSTATUS=2 -DREGEX=... -P cli_test.cmake
+separate_arguments(args UNIX_COMMAND "${ARGS}")
+execute_process(COMMAND "${CCLAB}" ${args}
+  RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
+
+function(fail why)
+  message(FATAL_ERROR "cclab ${ARGS}: ${why}\n--- stdout:\n${out}\n--- stderr:\n${err}")
+endfunction()
+
+if(NOT status STREQUAL "${STATUS}")
+  fail("exit status ${status}, expected ${STATUS}")
+endif()
+if(STATUS EQUAL 0)
+  if(NOT REGEX STREQUAL "" AND NOT out MATCHES "${REGEX}")
+    fail("stdout does not match '${REGEX}'")
+  endif()
+  return()
+endif()
+string(REGEX MATCHALL "\n" newlines "${err}")
+list(LENGTH newlines lines)
+if(NOT lines EQUAL 1)
+  fail("stderr has ${lines} lines, expected one")
+endif()
+if(NOT err MATCHES "^cclab: .*${REGEX}")
+  fail("stderr does not match '^cclab: .*${REGEX}'")
+endif()

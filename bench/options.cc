@@ -1,0 +1,210 @@
+#include "options.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "backend.h"
+#include "cclab/collectives/error.h"
+
+namespace cclab::bench {
+namespace {
+
+using coll::Algorithm;
+using coll::CollectiveKind;
+
+[[noreturn]] void invalid(std::string_view flag, const std::string& message) {
+  throw InvalidArgument(fmt::format("{}: {}", flag, message));
+}
+
+int at_least(int value, int min, std::string_view flag) {
+  if (value < min) invalid(flag, fmt::format("must be at least {} (got {})", min, value));
+  return value;
+}
+
+std::string names_of(const std::vector<Algorithm>& algos) {
+  std::string s;
+  for (auto a : algos) s += fmt::format("{}{}", s.empty() ? "" : ", ", coll::algorithm_name(a));
+  return s;
+}
+
+// Every algorithm name, applicable or not, to tell "unknown" from "does not apply".
+bool is_algorithm_name(std::string_view name) {
+  constexpr std::array kAll = {Algorithm::kAuto,         Algorithm::kRing,
+                               Algorithm::kTree,         Algorithm::kHalvingDoubling,
+                               Algorithm::kHierarchical, Algorithm::kDirect};
+  return std::any_of(kAll.begin(), kAll.end(),
+                     [&](Algorithm a) { return coll::algorithm_name(a) == name; });
+}
+
+Algorithm parse_one_algo(std::string_view name, CollectiveKind kind) {
+  const auto allowed = coll::algorithms_for(kind);
+  for (auto a : allowed)
+    if (coll::algorithm_name(a) == name) return a;
+  const auto what = is_algorithm_name(name) ? fmt::format("'{}' does not apply to {}", name,
+                                                          coll::collective_name(kind))
+                                            : fmt::format("unknown algorithm '{}'", name);
+  invalid("--algo", fmt::format("{} (allowed: {}, or all)", what, names_of(allowed)));
+}
+
+// The cross-group all-reduce of the hierarchical algorithm: any flat all-reduce.
+Algorithm parse_inner(std::string_view name) {
+  std::vector<Algorithm> allowed;
+  for (auto a : coll::algorithms_for(CollectiveKind::kAllReduce))
+    if (a != Algorithm::kHierarchical) allowed.push_back(a);
+  for (auto a : allowed)
+    if (coll::algorithm_name(a) == name) return a;
+  invalid("--inner",
+          fmt::format("unknown inner algorithm '{}' (allowed: {})", name, names_of(allowed)));
+}
+
+int parse_group_size(int group_size, int ranks) {
+  at_least(group_size, 0, "--group-size");
+  if (group_size == 0 || ranks % group_size == 0) return group_size;
+  std::string divisors;
+  for (int d = 1; d <= ranks; ++d)
+    if (ranks % d == 0) divisors += fmt::format("{}{}", divisors.empty() ? "" : ", ", d);
+  invalid("--group-size", fmt::format("{} does not divide --ranks {} (allowed: {}, or 0 for the "
+                                      "default)",
+                                      group_size, ranks, divisors));
+}
+
+void resolve_sizes(const BenchFlags& f, BenchConfig& c) {
+  c.min_bytes = parse_size_bytes(f.min_bytes, "-b/--minbytes");
+  c.max_bytes = parse_size_bytes(f.max_bytes, "-e/--maxbytes");
+  if (c.min_bytes < 1) invalid("-b/--minbytes", "must be at least 1 byte");
+  if (c.min_bytes > c.max_bytes)
+    invalid("-b/--minbytes",
+            fmt::format("{} is larger than -e/--maxbytes {}", f.min_bytes, f.max_bytes));
+  c.step_factor = static_cast<std::uint64_t>(at_least(f.step_factor, 2, "-f/--stepfactor"));
+}
+
+// Lets the library reject what only it knows about (e.g. a group size its
+// hierarchical algorithm cannot use) before any rank starts.
+void preflight(const BenchConfig& c) {
+  const auto shape = shape_for(c, static_cast<std::uint64_t>(c.ranks));
+  for (auto a : c.algos) coll::make_schedule(shape, c.algo_config(a), coll::dtype_size(c.dtype));
+}
+
+}  // namespace
+
+coll::AlgoConfig BenchConfig::algo_config(Algorithm algo) const {
+  return coll::AlgoConfig{algo, chunks, group_size, inner};
+}
+
+std::uint64_t parse_size_bytes(std::string_view text, std::string_view flag) {
+  const auto malformed = [&] {
+    invalid(flag, fmt::format("malformed size '{}' (allowed: bytes with an optional K, M or G "
+                              "suffix, e.g. 4096, 64K, 1G)",
+                              text));
+  };
+  std::size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  if (digits == 0 || digits > 19 || text.size() > digits + 1) malformed();
+  std::uint64_t value = 0;
+  for (std::size_t i = 0; i < digits; ++i) value = value * 10 + (text[i] - '0');
+  int shift = 0;
+  if (text.size() == digits + 1) {
+    switch (std::toupper(static_cast<unsigned char>(text.back()))) {
+      case 'K':
+        shift = 10;
+        break;
+      case 'M':
+        shift = 20;
+        break;
+      case 'G':
+        shift = 30;
+        break;
+      default:
+        malformed();
+    }
+  }
+  if (value > (std::numeric_limits<std::uint64_t>::max() >> shift)) malformed();
+  return value << shift;
+}
+
+std::vector<Algorithm> parse_algo_list(std::string_view text, CollectiveKind kind) {
+  if (text == "all") return coll::algorithms_for(kind);
+  std::vector<Algorithm> algos;
+  while (true) {
+    const auto comma = text.find(',');
+    const auto a = parse_one_algo(text.substr(0, comma), kind);
+    if (std::find(algos.begin(), algos.end(), a) == algos.end()) algos.push_back(a);
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
+  return algos;
+}
+
+BenchConfig resolve(const BenchFlags& f) {
+  BenchConfig c;
+  check_backend_name(f.backend);
+  c.backend = f.backend;
+  c.ranks = at_least(f.ranks, 1, "--ranks");
+  c.coll = coll::parse_collective(f.coll, "--coll");
+  c.algos = parse_algo_list(f.algo, c.coll);
+  resolve_sizes(f, c);
+  c.dtype = coll::parse_dtype(f.dtype, "--dtype");
+  c.op = coll::parse_op(f.op, "--op");
+  if (f.root < 0 || f.root >= c.ranks)
+    invalid("--root", fmt::format("{} is not a rank (allowed: 0 to {})", f.root, c.ranks - 1));
+  c.root = f.root;
+  c.iters = at_least(f.iters, 1, "-n/--iters");
+  c.warmup = at_least(f.warmup, 0, "-w/--warmup");
+  if (f.check != 0 && f.check != 1)
+    invalid("-c/--check", fmt::format("{} is not allowed (allowed: 0, 1)", f.check));
+  c.check = f.check == 1;
+  c.in_place = f.in_place;
+  c.chunks = at_least(f.chunks, 1, "--chunks");
+  c.group_size = parse_group_size(f.group_size, c.ranks);
+  c.inner = parse_inner(f.inner);
+  c.timeout = std::chrono::milliseconds(at_least(f.timeout_ms, 1, "--timeout-ms"));
+  c.json_path = f.json_path;
+  preflight(c);
+  return c;
+}
+
+std::vector<SizePoint> sweep_sizes(const BenchConfig& c) {
+  const std::uint64_t elem = coll::dtype_size(c.dtype);
+  const bool per_rank_blocks =
+      c.coll == CollectiveKind::kReduceScatter || c.coll == CollectiveKind::kAllGather;
+  std::vector<SizePoint> points;
+  for (std::uint64_t bytes = c.min_bytes;; bytes *= c.step_factor) {
+    std::uint64_t count = bytes / elem;
+    if (per_rank_blocks) count -= count % static_cast<std::uint64_t>(c.ranks);
+    points.push_back({count * elem, count});
+    // The next size would pass max_bytes (written so that it cannot overflow).
+    if (bytes > c.max_bytes / c.step_factor) break;
+  }
+  return points;
+}
+
+coll::CollectiveShape shape_for(const BenchConfig& c, std::uint64_t total_count) {
+  coll::CollectiveShape shape;
+  shape.kind = c.coll;
+  shape.ranks = c.ranks;
+  shape.root = c.root;
+  const bool per_rank_blocks =
+      c.coll == CollectiveKind::kReduceScatter || c.coll == CollectiveKind::kAllGather;
+  shape.count = per_rank_blocks ? total_count / static_cast<std::uint64_t>(c.ranks) : total_count;
+  return shape;
+}
+
+double bus_factor(CollectiveKind kind, int ranks) {
+  const double n = ranks;
+  switch (kind) {
+    case CollectiveKind::kAllReduce:
+      return 2.0 * (n - 1) / n;
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllGather:
+      return (n - 1) / n;
+    case CollectiveKind::kBroadcast:
+      return 1.0;
+  }
+  return 1.0;
+}
+
+}  // namespace cclab::bench

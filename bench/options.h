@@ -1,0 +1,95 @@
+// Configuration of `cclab bench`: the flags as the command line gives them,
+// the validated configuration they resolve to, and the size sweep it implies
+// (nccl-tests rules: geometric sizes, rounded down to whole elements).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cclab/collectives/algorithms.h"
+#include "cclab/collectives/schedule.h"
+#include "cclab/collectives/types.h"
+
+namespace cclab::bench {
+
+// The flags of `cclab bench`, unparsed; resolve() is the one place that checks them.
+struct BenchFlags {
+  std::string backend = "threads";
+  int ranks = 2;
+  std::string coll = "allreduce";
+  std::string algo = "all";  // comma list or "all"
+  std::string min_bytes = "1K";
+  std::string max_bytes = "64M";
+  int step_factor = 4;
+  std::string dtype = "f32";
+  std::string op = "sum";
+  int root = 0;
+  int iters = 20;
+  int warmup = 5;
+  int check = 1;
+  bool in_place = false;
+  int chunks = 1;
+  int group_size = 0;  // 0: the library's default_group_size(ranks)
+  std::string inner = "ring";
+  int timeout_ms = 30000;
+  std::string json_path;
+};
+
+// A validated sweep configuration.
+struct BenchConfig {
+  std::string backend = "threads";
+  int ranks = 2;
+  coll::CollectiveKind coll = coll::CollectiveKind::kAllReduce;
+  std::vector<coll::Algorithm> algos;
+  std::uint64_t min_bytes = 1024;
+  std::uint64_t max_bytes = 64 << 20;
+  std::uint64_t step_factor = 4;
+  coll::DataType dtype = coll::DataType::kF32;
+  coll::ReduceOp op = coll::ReduceOp::kSum;
+  int root = 0;
+  int iters = 20;
+  int warmup = 5;
+  bool check = true;
+  bool in_place = false;
+  int chunks = 1;
+  int group_size = 0;
+  coll::Algorithm inner = coll::Algorithm::kRing;
+  std::chrono::milliseconds timeout{30000};
+  std::string json_path;
+
+  // The algorithm choice for one row of the sweep.
+  coll::AlgoConfig algo_config(coll::Algorithm algo) const;
+};
+
+// Parses and validates every flag; throws InvalidArgument naming the flag and
+// what it allows.
+BenchConfig resolve(const BenchFlags& flags);
+
+// "64M" -> 67108864: bytes, with an optional K, M or G suffix (powers of 2).
+std::uint64_t parse_size_bytes(std::string_view text, std::string_view flag);
+
+// "ring,tree" or "all" -> algorithms, each checked against the collective.
+std::vector<coll::Algorithm> parse_algo_list(std::string_view text, coll::CollectiveKind coll);
+
+// One size of the sweep. For reducescatter and allgather both columns describe
+// the larger buffer (the reduce-scatter input, the all-gather output): `count`
+// is its total element count, a multiple of the rank count.
+struct SizePoint {
+  std::uint64_t bytes = 0;
+  std::uint64_t count = 0;
+};
+
+// min, min*f, min*f^2, ... up to max, each rounded down to whole elements.
+std::vector<SizePoint> sweep_sizes(const BenchConfig& config);
+
+// The per-rank shape of one collective call of `total_count` elements (see SizePoint).
+coll::CollectiveShape shape_for(const BenchConfig& config, std::uint64_t total_count);
+
+// nccl-tests' busbw = algbw * factor: 2(n-1)/n for all-reduce, (n-1)/n for
+// reduce-scatter and all-gather, 1 for broadcast.
+double bus_factor(coll::CollectiveKind kind, int ranks);
+
+}  // namespace cclab::bench

@@ -1,0 +1,198 @@
+#include "report.h"
+
+#include <chrono>
+#include <ctime>
+#include <fstream>
+#include <ostream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include "cclab/collectives/error.h"
+
+// Set by bench/CMakeLists.txt on this file only (so a new commit rebuilds one file).
+#ifndef CCLAB_BUILD_TYPE
+#define CCLAB_BUILD_TYPE "unknown"
+#endif
+#ifndef CCLAB_GIT_COMMIT
+#define CCLAB_GIT_COMMIT "unknown"
+#endif
+
+namespace cclab::bench {
+namespace {
+
+using coll::CollectiveKind;
+
+bool has_redop(CollectiveKind kind) {
+  return kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter;
+}
+
+std::string redop_name(const BenchConfig& c) {
+  return has_redop(c.coll) ? std::string(coll::op_name(c.op)) : "none";
+}
+
+bool uses_hier(const BenchConfig& c) {
+  for (auto a : c.algos)
+    if (a == coll::Algorithm::kHierarchical) return true;
+  return false;
+}
+
+// The columns, shared by the header line (after '#') and the rows (after ' ').
+constexpr const char* kColumns = "{:>11} {:>12} {:>5} {:>6} {:>7} {:>11} {:>12} {:>12} {:>7}";
+
+void print_header(std::ostream& out, const BenchConfig& c) {
+  out << fmt::format(
+      "# cclab bench: backend {}, ranks {}, coll {}, dtype {}, op {}, {}, chunks {}, iters {}, "
+      "warmup {}\n",
+      c.backend, c.ranks, coll::collective_name(c.coll), coll::dtype_name(c.dtype), redop_name(c),
+      c.in_place ? "in-place" : "out-of-place", c.chunks, c.iters, c.warmup);
+  out << fmt::format("# check {}, timeout {} ms", c.check ? 1 : 0, c.timeout.count());
+  if (c.coll == CollectiveKind::kBroadcast) out << fmt::format(", root {}", c.root);
+  if (uses_hier(c))
+    out << fmt::format(", hier group size {}, inner {}",
+                       c.group_size > 0 ? c.group_size : coll::default_group_size(c.ranks),
+                       coll::algorithm_name(c.inner));
+  out << '\n';
+  if (c.coll == CollectiveKind::kReduceScatter || c.coll == CollectiveKind::kAllGather)
+    out << "# size(B) and count describe the larger buffer (reducescatter input, allgather "
+           "output); count is its total element count\n";
+  out << "#\n#"
+      << fmt::format(kColumns, "size(B)", "count", "type", "redop", "algo", "time(us)",
+                     "algbw(GB/s)", "busbw(GB/s)", "#wrong")
+      << '\n';
+}
+
+void print_row(std::ostream& out, const BenchConfig& c, const SweepRow& r) {
+  const std::string wrong = r.wrong ? std::to_string(*r.wrong) : "N/A";
+  out << ' '
+      << fmt::format(kColumns, r.bytes, r.count, coll::dtype_name(c.dtype), redop_name(c),
+                     coll::algorithm_name(r.algo), fmt::format("{:.2f}", r.time_us_median),
+                     fmt::format("{:.2f}", r.algbw_gbps), fmt::format("{:.2f}", r.busbw_gbps),
+                     wrong)
+      << '\n';
+}
+
+nlohmann::json config_json(const BenchConfig& c) {
+  std::vector<std::string> algos;
+  for (auto a : c.algos) algos.emplace_back(coll::algorithm_name(a));
+  return {{"backend", c.backend},
+          {"ranks", c.ranks},
+          {"coll", coll::collective_name(c.coll)},
+          {"algos", algos},
+          {"min_bytes", c.min_bytes},
+          {"max_bytes", c.max_bytes},
+          {"step_factor", c.step_factor},
+          {"dtype", coll::dtype_name(c.dtype)},
+          {"op", coll::op_name(c.op)},
+          {"root", c.root},
+          {"iters", c.iters},
+          {"warmup", c.warmup},
+          {"check", c.check ? 1 : 0},
+          {"in_place", c.in_place},
+          {"chunks", c.chunks},
+          {"group_size", c.group_size},
+          {"inner", coll::algorithm_name(c.inner)},
+          {"timeout_ms", c.timeout.count()},
+          {"json", c.json_path}};
+}
+
+nlohmann::json row_json(const BenchConfig& c, const SweepRow& r) {
+  return {{"size_bytes", r.bytes},
+          {"count", r.count},
+          {"type", coll::dtype_name(c.dtype)},
+          {"redop", redop_name(c)},
+          {"algo", coll::algorithm_name(r.algo)},
+          {"time_us_min", r.time_us_min},
+          {"time_us_median", r.time_us_median},
+          {"time_us_max", r.time_us_max},
+          {"iters", r.iters},
+          {"algbw_gbps", r.algbw_gbps},
+          {"busbw_gbps", r.busbw_gbps},
+          {"wrong", r.wrong ? nlohmann::json(*r.wrong) : nlohmann::json(nullptr)}};
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) break;
+    const auto start = line.find_first_not_of(" \t", colon + 1);
+    return start == std::string::npos ? "unknown" : line.substr(start);
+  }
+  return "unknown";
+}
+
+std::string hostname() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "unknown";
+  return name;
+}
+
+}  // namespace
+
+void print_table(std::ostream& out, const BenchConfig& config, const std::vector<SweepRow>& rows) {
+  print_header(out, config);
+  double busbw_sum = 0;
+  for (const auto& r : rows) {
+    print_row(out, config, r);
+    busbw_sum += r.busbw_gbps;
+  }
+  if (config.check) {
+    const auto wrong = total_wrong(rows);
+    out << fmt::format("# #wrong total: {} ({})\n", wrong, wrong == 0 ? "OK" : "FAILED");
+  }
+  if (!rows.empty())
+    out << fmt::format("# avg busbw: {:.2f} GB/s\n", busbw_sum / static_cast<double>(rows.size()));
+}
+
+nlohmann::json to_json(const BenchConfig& config, const std::vector<SweepRow>& rows) {
+  nlohmann::json out_rows = nlohmann::json::array();
+  for (const auto& r : rows) out_rows.push_back(row_json(config, r));
+  return {{"tool", "cclab bench"}, {"config", config_json(config)}, {"machine", machine_info()},
+          {"build", build_info()}, {"date", utc_now_iso8601()},     {"rows", std::move(out_rows)}};
+}
+
+void write_json(const std::string& path, const nlohmann::json& record) {
+  std::ofstream out(path);
+  if (!out) throw IoError(fmt::format("--json: cannot open '{}' for writing", path));
+  out << record.dump(2) << '\n';
+  out.close();
+  if (!out) throw IoError(fmt::format("--json: cannot write '{}'", path));
+}
+
+nlohmann::json machine_info() {
+  return {{"cpu_model", cpu_model()},
+          {"cores", std::thread::hardware_concurrency()},
+          {"hostname", hostname()}};
+}
+
+nlohmann::json build_info() {
+#if defined(__clang__)
+  const std::string compiler = std::string("clang ") + __clang_version__;
+#elif defined(__GNUC__)
+  const std::string compiler = std::string("gcc ") + __VERSION__;
+#else
+  const std::string compiler = "unknown";
+#endif
+  return {
+      {"compiler", compiler}, {"build_type", CCLAB_BUILD_TYPE}, {"git_commit", CCLAB_GIT_COMMIT}};
+}
+
+std::string utc_now_iso8601() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+std::uint64_t total_wrong(const std::vector<SweepRow>& rows) {
+  std::uint64_t wrong = 0;
+  for (const auto& r : rows) wrong += r.wrong.value_or(0);
+  return wrong;
+}
+
+}  // namespace cclab::bench

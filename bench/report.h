@@ -1,0 +1,32 @@
+// Output of `cclab bench`: the nccl-tests style table on a stream and the JSON
+// record (configuration, machine, build, date and rows) for results/.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "options.h"
+#include "sweep.h"
+
+namespace cclab::bench {
+
+// Header block, one row per (size, algorithm), and a summary line.
+void print_table(std::ostream& out, const BenchConfig& config, const std::vector<SweepRow>& rows);
+
+// The whole record; algbw and busbw are computed from the median time.
+nlohmann::json to_json(const BenchConfig& config, const std::vector<SweepRow>& rows);
+// Writes `record` pretty-printed; throws IoError naming --json and the path.
+void write_json(const std::string& path, const nlohmann::json& record);
+
+nlohmann::json machine_info();  // cpu_model, cores, hostname
+nlohmann::json build_info();    // compiler, build_type, git_commit
+std::string utc_now_iso8601();  // e.g. 2024-05-01T12:00:00Z
+
+// Sum of #wrong over the rows (0 when the check is off).
+std::uint64_t total_wrong(const std::vector<SweepRow>& rows);
+
+}  // namespace cclab::bench

@@ -1,0 +1,213 @@
+#include "sweep.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "check.h"
+
+namespace cclab::bench {
+namespace {
+
+using coll::CollectiveKind;
+using coll::CollectiveShape;
+
+// Memory of one rank, 64-byte aligned, zeroed once on allocation (its first touch).
+class AlignedBuffer {
+ public:
+  explicit AlignedBuffer(std::size_t bytes) {
+    const std::size_t rounded = std::max<std::size_t>(64, (bytes + 63) / 64 * 64);
+    data_.reset(static_cast<std::byte*>(std::aligned_alloc(64, rounded)));
+    if (!data_) throw std::bad_alloc();
+    std::memset(data_.get(), 0, rounded);
+  }
+  std::byte* data() const { return data_.get(); }
+
+ private:
+  struct Free {
+    void operator()(std::byte* p) const { std::free(p); }
+  };
+  std::unique_ptr<std::byte, Free> data_;
+};
+
+// What the ranks of one session share (they are threads of this process).
+// Each rank writes only its own slots; rank 0 reads them all after a barrier.
+struct Shared {
+  Shared(int ranks, int iters)
+      : times_us(static_cast<std::size_t>(ranks) * iters), wrong(ranks), outputs(ranks) {}
+  std::vector<double> times_us;           // [rank * iters + iteration]
+  std::vector<std::uint64_t> wrong;       // per rank, for the current row
+  std::vector<const std::byte*> outputs;  // per rank, for the identity check
+  std::vector<SweepRow> rows;             // appended by rank 0
+};
+
+// One collective call: its per-rank shape and this rank's pointers.
+struct Call {
+  CollectiveShape shape;
+  coll::AlgoConfig algo;
+  std::byte* send = nullptr;  // ours, so writable for in-place refills
+  std::byte* recv = nullptr;
+};
+
+// The buffers of one rank for the whole sweep, sized for its largest call.
+// In place, one storage holds input and output at NCCL's offsets (the
+// all-gather input and the reduce-scatter output are the rank's block).
+class RankBuffers {
+ public:
+  RankBuffers(const BenchConfig& c, int rank, const CollectiveShape& largest)
+      : config_(c),
+        rank_(rank),
+        elem_bytes_(coll::dtype_size(c.dtype)),
+        send_(c.in_place ? 0 : largest.input_count() * elem_bytes_),
+        recv_(std::max(largest.input_count(), largest.output_count()) * elem_bytes_) {}
+
+  Call call(const CollectiveShape& shape, coll::Algorithm algo) const {
+    Call call{shape, config_.algo_config(algo), send_.data(), recv_.data()};
+    if (!config_.in_place) return call;
+    const std::uint64_t block = shape.count * static_cast<std::uint64_t>(rank_) * elem_bytes_;
+    call.send = recv_.data() + (shape.kind == CollectiveKind::kAllGather ? block : 0);
+    call.recv = recv_.data() + (shape.kind == CollectiveKind::kReduceScatter ? block : 0);
+    return call;
+  }
+
+  void fill_input(const Expectation& expect, const Call& call) const {
+    expect.fill_input(rank_, call.send, call.shape.input_count());
+  }
+
+  // Overwrites the output so that a call that writes nothing cannot pass the check.
+  void poison_output(const Call& call) const {
+    std::memset(call.recv, 0xA5, call.shape.output_count() * elem_bytes_);
+  }
+
+ private:
+  const BenchConfig& config_;
+  int rank_;
+  std::size_t elem_bytes_;
+  AlignedBuffer send_;  // out of place only
+  AlignedBuffer recv_;  // the output, or in place the whole storage
+};
+
+void run_collective(coll::Communicator& comm, const BenchConfig& c, const Call& call) {
+  const auto n = call.shape.count;
+  switch (call.shape.kind) {
+    case CollectiveKind::kAllReduce:
+      return comm.allreduce(call.send, call.recv, n, c.dtype, c.op, call.algo);
+    case CollectiveKind::kReduceScatter:
+      return comm.reduce_scatter(call.send, call.recv, n, c.dtype, c.op, call.algo);
+    case CollectiveKind::kAllGather:
+      return comm.all_gather(call.send, call.recv, n, c.dtype, call.algo);
+    case CollectiveKind::kBroadcast:
+      return comm.broadcast(call.send, call.recv, n, c.dtype, c.root, call.algo);
+  }
+}
+
+// The sweep as one rank runs it.
+class RankRunner {
+ public:
+  RankRunner(const BenchConfig& c, Shared& shared, coll::Communicator& comm)
+      : config_(c),
+        shared_(shared),
+        comm_(comm),
+        rank_(comm.rank()),
+        expect_(c.ranks, c.dtype, c.op),
+        sizes_(sweep_sizes(c)),
+        buffers_(c, rank_, shape_for(c, sizes_.back().count)) {}
+
+  void run() {
+    // Out of place the inputs are written once; calls never modify them.
+    if (!config_.in_place)
+      buffers_.fill_input(expect_, buffers_.call(shape_for(config_, sizes_.back().count), {}));
+    for (const auto& size : sizes_)
+      for (auto algo : config_.algos) run_row(size, algo);
+  }
+
+ private:
+  void run_row(const SizePoint& size, coll::Algorithm algo) {
+    const Call call = buffers_.call(shape_for(config_, size.count), algo);
+    if (config_.check) check(call);
+    if (config_.in_place) buffers_.fill_input(expect_, call);
+    for (int i = 0; i < config_.warmup; ++i) run_collective(comm_, config_, call);
+    for (int i = 0; i < config_.iters; ++i) shared_.times_us[slot(i)] = timed_call(call);
+    comm_.barrier();  // every rank's times and wrong count are written
+    if (rank_ == 0) shared_.rows.push_back(make_row(size, algo));
+    comm_.barrier();  // rank 0 has read them before anyone overwrites them
+  }
+
+  double timed_call(const Call& call) {
+    comm_.barrier();
+    const auto start = std::chrono::steady_clock::now();
+    run_collective(comm_, config_, call);
+    const auto stop = std::chrono::steady_clock::now();
+    return std::chrono::duration<double, std::micro>(stop - start).count();
+  }
+
+  // One call on known inputs, then every rank compares its own output with
+  // the reference and, where outputs must agree, with rank 0's bit for bit.
+  void check(const Call& call) {
+    buffers_.poison_output(call);
+    if (config_.in_place) buffers_.fill_input(expect_, call);
+    run_collective(comm_, config_, call);
+    shared_.outputs[rank_] = call.recv;
+    comm_.barrier();  // all outputs are final
+    std::uint64_t wrong = expect_.count_wrong(call.shape, rank_, call.recv);
+    if (rank_ != 0 && call.shape.kind != CollectiveKind::kReduceScatter)
+      wrong += count_mismatches(call.recv, shared_.outputs[0], call.shape.output_count(),
+                                coll::dtype_size(config_.dtype));
+    shared_.wrong[rank_] = wrong;
+    comm_.barrier();  // nobody writes an output before all comparisons are done
+  }
+
+  SweepRow make_row(const SizePoint& size, coll::Algorithm algo) const {
+    SweepRow row;
+    row.bytes = size.bytes;
+    row.count = size.count;
+    row.algo = algo;
+    std::vector<double> times(config_.iters, 0.0);
+    for (int r = 0; r < config_.ranks; ++r)
+      for (int i = 0; i < config_.iters; ++i)
+        times[i] =
+            std::max(times[i], shared_.times_us[static_cast<std::size_t>(r) * config_.iters + i]);
+    summarize(std::move(times), config_, row);
+    if (config_.check) {
+      row.wrong = 0;
+      for (auto w : shared_.wrong) *row.wrong += w;
+    }
+    return row;
+  }
+
+  std::size_t slot(int iteration) const {
+    return static_cast<std::size_t>(rank_) * config_.iters + iteration;
+  }
+
+  const BenchConfig& config_;
+  Shared& shared_;
+  coll::Communicator& comm_;
+  int rank_;
+  Expectation expect_;
+  std::vector<SizePoint> sizes_;
+  RankBuffers buffers_;
+};
+
+}  // namespace
+
+void summarize(std::vector<double> times_us, const BenchConfig& config, SweepRow& row) {
+  std::sort(times_us.begin(), times_us.end());
+  const std::size_t n = times_us.size();
+  row.iters = static_cast<int>(n);
+  row.time_us_min = times_us.front();
+  row.time_us_max = times_us.back();
+  row.time_us_median = n % 2 == 1 ? times_us[n / 2] : (times_us[n / 2 - 1] + times_us[n / 2]) / 2;
+  // bytes / (us * 1e-6 s) / 1e9 = bytes / (us * 1e3)
+  row.algbw_gbps = row.time_us_median > 0 ? row.bytes / (row.time_us_median * 1e3) : 0.0;
+  row.busbw_gbps = row.algbw_gbps * bus_factor(config.coll, config.ranks);
+}
+
+std::vector<SweepRow> run_sweep(const BenchConfig& config, Backend& backend) {
+  Shared shared(config.ranks, config.iters);
+  backend.run([&](coll::Communicator& comm) { RankRunner(config, shared, comm).run(); });
+  return std::move(shared.rows);
+}
+
+}  // namespace cclab::bench

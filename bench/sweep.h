@@ -1,0 +1,40 @@
+// The nccl-tests style sweep of `cclab bench`: for every size and algorithm,
+// an optional correctness check, `warmup` untimed and `iters` timed calls.
+//
+// All ranks run in one backend session. Each rank allocates its buffers once,
+// at the largest size, touches them once and reuses them for every row (first
+// touch of fresh memory is slow enough to distort small sizes). A timed call
+// starts after a barrier; each rank times itself with steady_clock, and the
+// call's time is the maximum over ranks.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "backend.h"
+#include "options.h"
+
+namespace cclab::bench {
+
+// One row of the result table (see SizePoint for bytes and count).
+struct SweepRow {
+  std::uint64_t bytes = 0;
+  std::uint64_t count = 0;
+  coll::Algorithm algo = coll::Algorithm::kRing;
+  double time_us_min = 0;
+  double time_us_median = 0;
+  double time_us_max = 0;
+  int iters = 0;
+  double algbw_gbps = 0;               // bytes / median time, 1e9 bytes/s
+  double busbw_gbps = 0;               // algbw * bus_factor
+  std::optional<std::uint64_t> wrong;  // empty when the check is off
+};
+
+// Runs the whole sweep in one backend.run() and returns the rows, size-major.
+std::vector<SweepRow> run_sweep(const BenchConfig& config, Backend& backend);
+
+// Fills min/median/max and the bandwidths of `row` from per-call times.
+void summarize(std::vector<double> times_us, const BenchConfig& config, SweepRow& row);
+
+}  // namespace cclab::bench
