@@ -77,14 +77,14 @@ class Checker {
   // out = a (op) b element-wise.
   void combine(int r, std::int64_t id, const std::vector<Piece>& a, const std::vector<Piece>& b,
                std::vector<Piece>& out);
-  [[noreturn]] void fail(int r, std::int64_t id, const std::string& what);
+  [[noreturn, gnu::cold, gnu::noinline]] void fail(int r, std::int64_t id, const std::string& what);
 
   const Schedule& sched_;
   const CollectiveShape& shape_;
   CheckOptions opt_;
   std::vector<RankState> ranks_;
   std::unordered_map<std::uint64_t, std::pair<std::deque<Posted>, std::deque<Posted>>> pairs_;
-  std::vector<std::uint64_t> touched_;
+  std::vector<std::uint64_t> touched_, keys_;  // pairs posted to this round
   CheckResult result_;
   std::vector<Piece> a_, b_, c_;  // reused piece lists
   detail::SetArena arena_;
@@ -279,9 +279,9 @@ void Checker::transfer(const Posted& send, const Posted& recv) {
 
 bool Checker::complete_matches() {
   bool progress = false;
-  std::vector<std::uint64_t> keys;
-  keys.swap(touched_);
-  for (auto key : keys) {
+  keys_.swap(touched_);  // both keep their capacity across rounds
+  touched_.clear();
+  for (auto key : keys_) {
     auto& [sends, recvs] = pairs_[key];
     while (!sends.empty() && !recvs.empty()) {
       const Posted s = sends.front(), rv = recvs.front();

@@ -1,4 +1,4 @@
-#include "step_runner.h"
+#include "cclab/collectives/step_runner.h"
 
 #include <fmt/format.h>
 

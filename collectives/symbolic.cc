@@ -8,28 +8,44 @@ namespace cclab::coll::detail {
 
 RankSet RankSet::range(int lo, int hi) {
   RankSet s;
-  if (lo < hi) s.iv_.push_back({lo, hi});
+  if (lo < hi) s.push_back({lo, hi});
   return s;
 }
 
+void RankSet::push_back(Interval iv) {
+  if (n_ < kInline)
+    inline_[n_] = iv;
+  else
+    spill_.push_back(iv);
+  ++n_;
+}
+
+bool RankSet::operator==(const RankSet& o) const {
+  if (n_ != o.n_) return false;
+  for (std::size_t i = 0; i < n_; ++i)
+    if (at(i) != o.at(i)) return false;
+  return true;
+}
+
 int RankSet::merge(const RankSet& a, const RankSet& b, RankSet& out) {
-  out.iv_.clear();
+  out.clear();
   std::size_t i = 0, j = 0;
-  while (i < a.iv_.size() || j < b.iv_.size()) {
-    const bool take_a = j == b.iv_.size() || (i < a.iv_.size() && a.iv_[i] < b.iv_[j]);
-    const auto iv = take_a ? a.iv_[i++] : b.iv_[j++];
-    if (!out.iv_.empty() && iv.first < out.iv_.back().second) return iv.first;  // overlap
-    if (!out.iv_.empty() && iv.first == out.iv_.back().second)
-      out.iv_.back().second = iv.second;
+  while (i < a.size() || j < b.size()) {
+    const bool take_a = j == b.size() || (i < a.size() && a.at(i) < b.at(j));
+    const Interval iv = take_a ? a.at(i++) : b.at(j++);
+    if (out.n_ > 0 && iv.first < out.back().second) return iv.first;  // overlap
+    if (out.n_ > 0 && iv.first == out.back().second)
+      out.back().second = iv.second;
     else
-      out.iv_.push_back(iv);
+      out.push_back(iv);
   }
   return -1;
 }
 
 std::string RankSet::str() const {
   std::string s = "{";
-  for (const auto& [lo, hi] : iv_) {
+  for (std::size_t i = 0; i < n_; ++i) {
+    const auto [lo, hi] = at(i);
     if (s.size() > 1) s += ",";
     s += hi - lo == 1 ? fmt::format("{}", lo) : fmt::format("{}-{}", lo, hi - 1);
   }

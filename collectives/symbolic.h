@@ -2,6 +2,7 @@
 // whose elements each hold "element e with the contributions of ranks S".
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -11,19 +12,34 @@
 
 namespace cclab::coll::detail {
 
-// Disjoint, sorted, non-adjacent half-open rank intervals.
+// Disjoint, sorted, non-adjacent half-open rank intervals. Up to four
+// intervals live inline (no allocation): the sets that rings, trees and
+// halving-doubling build are one or two intervals almost always.
 class RankSet {
  public:
+  using Interval = std::pair<int, int>;
   RankSet() = default;
   static RankSet single(int r) { return range(r, r + 1); }
   static RankSet range(int lo, int hi);
   // Union; returns the first rank in both (a double contribution) or -1.
   static int merge(const RankSet& a, const RankSet& b, RankSet& out);
-  bool operator==(const RankSet&) const = default;
+  bool operator==(const RankSet& o) const;
   std::string str() const;  // "{0-3,5}"
 
  private:
-  std::vector<std::pair<int, int>> iv_;
+  static constexpr std::size_t kInline = 4;
+  std::size_t size() const { return n_; }
+  const Interval& at(std::size_t i) const { return i < kInline ? inline_[i] : spill_[i - kInline]; }
+  Interval& back() { return n_ <= kInline ? inline_[n_ - 1] : spill_.back(); }
+  void push_back(Interval iv);
+  void clear() {
+    n_ = 0;
+    spill_.clear();
+  }
+
+  std::array<Interval, kInline> inline_{};
+  std::size_t n_ = 0;
+  std::vector<Interval> spill_;
 };
 
 // Sets are immutable and live as long as the arena (one check run), so values

@@ -13,7 +13,7 @@
 
 #include "cclab/collectives/error.h"
 #include "cclab/collectives/reduce.h"
-#include "step_runner.h"
+#include "cclab/collectives/step_runner.h"
 #include "threads_transport.h"
 
 namespace cclab::coll {
@@ -25,10 +25,16 @@ using detail::StepRunner;
 using detail::ThreadsGroup;
 using Clock = std::chrono::steady_clock;
 
+// A send's state, shared with the receiver through the descriptor. The
+// receiver claims it before reading the sender's memory and marks it done
+// after; a sender that abandons a collective (abort, timeout) revokes unclaimed
+// sends and waits out claimed ones, so no peer ever reads freed memory.
+enum SendState : std::uint32_t { kPosted = 0, kClaimed = 1, kDone = 2, kRevoked = 3 };
+
 struct SendSlot {
   std::int64_t id;
   int peer;
-  std::atomic<std::uint32_t> done{0};
+  std::atomic<std::uint32_t> done{kPosted};
   SendSlot(std::int64_t i, int p) : id(i), peer(p) {}
 };
 
@@ -58,6 +64,9 @@ class ThreadsComm;
 class ThreadsRequest final : public detail::RequestImpl {
  public:
   ThreadsRequest(ThreadsComm* comm, std::shared_ptr<Op> op) : comm_(comm), op_(std::move(op)) {}
+  // Dropping an unfinished collective (e.g. while unwinding from an exception,
+  // just before its buffers are freed) revokes its sends and stops the group.
+  ~ThreadsRequest() override;
   void wait() override;
   bool test() override;
 
@@ -72,6 +81,7 @@ class ThreadsComm final : public Communicator {
       : group_(std::move(group)), rank_(rank), arrived_(group_->size()) {
     set_timeout(timeout);
   }
+  ~ThreadsComm() override { revoke_sends(); }
   int rank() const override { return rank_; }
   int size() const override { return group_->size(); }
   Request start(const CollectiveCall& call) override;
@@ -80,6 +90,7 @@ class ThreadsComm final : public Communicator {
 
   void wait(Op& op);
   bool test(Op& op);
+  void abandon(Op& op) noexcept;
   ThreadsGroup& group() { return *group_; }
 
  private:
@@ -92,6 +103,18 @@ class ThreadsComm final : public Communicator {
   std::byte* address(Op& op, const Region& r);
   [[noreturn]] void fail_timeout(Op& op);
   void check_abort();
+  // Before leaving a collective early: no peer may read our buffers after.
+  void revoke_sends() noexcept;
+  static void revoke(Op& op) noexcept;
+  template <class Fn>
+  auto guarded(Fn&& fn) {
+    try {
+      return fn();
+    } catch (...) {
+      revoke_sends();
+      throw;
+    }
+  }
   std::byte* acquire_scratch(std::size_t bytes, std::size_t& slot);
 
   std::shared_ptr<ThreadsGroup> group_;
@@ -104,6 +127,10 @@ class ThreadsComm final : public Communicator {
   std::vector<std::vector<std::byte>> scratch_pool_;  // reused across calls
   std::vector<bool> scratch_busy_;
 };
+
+ThreadsRequest::~ThreadsRequest() {
+  if (!op_->complete) comm_->abandon(*op_);
+}
 
 void ThreadsRequest::wait() { comm_->wait(*op_); }
 bool ThreadsRequest::test() { return comm_->test(*op_); }
@@ -132,7 +159,7 @@ Request ThreadsComm::start(const CollectiveCall& call) {
   if (auto n = op->schedule->scratch_count(); n > 0)
     op->scratch = acquire_scratch(n * op->esize, op->scratch_slot);
   active_.push_back(op);
-  progress(*op);
+  guarded([&] { return progress(*op); });
   return Request(std::make_shared<ThreadsRequest>(this, op));
 }
 
@@ -199,12 +226,16 @@ bool ThreadsComm::match_recvs(Op& op) {
       if (it->bytes != s.dst.count * op.esize)
         throw InternalError(
             fmt::format("rank {}: {} got {} bytes from rank {}", rank_, describe(s), it->bytes, p));
+      std::uint32_t posted = kPosted;
+      if (!it->done->compare_exchange_strong(posted, kClaimed, std::memory_order_acq_rel))
+        throw Error(fmt::format("rank {}: rank {} abandoned {} #{}", rank_, p,
+                                collective_name(op.call.shape.kind), op.seq));
       std::byte* dst = address(op, s.dst);
       if (s.kind == StepKind::kRecv)
         copy_bytes(dst, it->data, it->bytes);
       else
         reduce(dst, address(op, s.src), it->data, s.dst.count, op.call.dtype, step_op(op.call.op));
-      it->done->store(1, std::memory_order_release);
+      it->done->store(kDone, std::memory_order_release);
       op.runner->complete(pending.front().id);
       pending.pop_front();
       q.erase(it);
@@ -224,7 +255,7 @@ bool ThreadsComm::progress(Op& op) {
   }
   any |= match_recvs(op);
   for (auto& slot : op.sends) {
-    if (slot.id >= 0 && slot.done.load(std::memory_order_acquire)) {
+    if (slot.id >= 0 && slot.done.load(std::memory_order_acquire) == kDone) {
       op.runner->complete(slot.id);
       slot.id = -1;
       any = true;
@@ -286,36 +317,64 @@ void ThreadsComm::fail_timeout(Op& op) {
   throw TimeoutError(msg);
 }
 
-void ThreadsComm::wait(Op& op) {
-  Backoff backoff;
-  auto last = Clock::now();
-  while (!op.complete) {
-    if (progress()) {
-      backoff.reset();
-      last = Clock::now();
-      continue;
-    }
-    check_abort();
-    if (Clock::now() - last > timeout()) fail_timeout(op);
-    backoff.pause();
+void ThreadsComm::revoke(Op& op) noexcept {
+  for (auto& slot : op.sends) {
+    std::uint32_t state = kPosted;
+    if (slot.id < 0 || slot.done.compare_exchange_strong(state, kRevoked)) continue;
+    Backoff backoff;  // claimed: the receiver is reading right now, and finishes
+    while (slot.done.load(std::memory_order_acquire) == kClaimed) backoff.pause();
   }
+}
+
+void ThreadsComm::revoke_sends() noexcept {
+  for (auto& op : active_) revoke(*op);
+}
+
+void ThreadsComm::abandon(Op& op) noexcept {
+  revoke(op);
+  try {
+    group_->abort(fmt::format("rank {} dropped unfinished {} #{}", rank_,
+                              collective_name(op.call.shape.kind), op.seq));
+  } catch (...) {  // formatting failed: the revocation above is what matters
+  }
+}
+
+void ThreadsComm::wait(Op& op) {
+  guarded([&] {
+    Backoff backoff;
+    auto last = Clock::now();
+    while (!op.complete) {
+      if (progress()) {
+        backoff.reset();
+        last = Clock::now();
+        continue;
+      }
+      check_abort();
+      if (Clock::now() - last > timeout()) fail_timeout(op);
+      backoff.pause();
+    }
+  });
 }
 
 bool ThreadsComm::test(Op& op) {
-  if (!op.complete) progress();
-  if (!op.complete) check_abort();
-  return op.complete;
+  return guarded([&] {
+    if (!op.complete) progress();
+    if (!op.complete) check_abort();
+    return op.complete;
+  });
 }
 
 void ThreadsComm::barrier() {
-  check_abort();
-  if (!group_->barrier(barrier_sense_, Clock::now() + timeout(), [this] { return progress(); })) {
-    const std::string msg =
-        fmt::format("rank {}: timed out after {} ms in barrier", rank_, timeout().count());
-    group_->abort(msg);
-    throw TimeoutError(msg);
-  }
-  check_abort();
+  guarded([&] {
+    check_abort();
+    if (!group_->barrier(barrier_sense_, Clock::now() + timeout(), [this] { return progress(); })) {
+      const std::string msg =
+          fmt::format("rank {}: timed out after {} ms in barrier", rank_, timeout().count());
+      group_->abort(msg);
+      throw TimeoutError(msg);
+    }
+    check_abort();
+  });
 }
 
 std::unique_ptr<Communicator> ThreadsComm::split(int color, int key) {
