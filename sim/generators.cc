@@ -1,0 +1,232 @@
+// Built-in topology generators, spelled "name:key=value,key=value":
+//
+//   switch:n=8,bw=100Gbps,lat=1us      n endpoints on one switch; a route is
+//                                      2 links (up, down): latency 2*lat
+//   ring:n=8,bw=..,lat=..              endpoints in a bidirectional ring of
+//                                      direct links; endpoints forward
+//   torus2d:x=4,y=4,bw=..,lat=..       x*y endpoints, wrap-around links in
+//                                      both dimensions; endpoints forward
+//   fat-tree:hosts=16,leaves=4,spines=2,bw=..,uplink=..,lat=..
+//                                      hosts/leaves hosts per leaf switch, every
+//                                      leaf linked to every spine at `uplink`
+//                                      (default bw); oversubscription is
+//                                      (hosts/leaves*bw) / (spines*uplink)
+//   nodes:nodes=4,gpus=8,nvlink=450GBps,nic=400Gbps,lat=2us,nvlat=500ns
+//                                      per node an NVSwitch joining its GPUs at
+//                                      `nvlink`; each GPU has its own NIC (rail)
+//                                      on one network switch at `nic`; routes
+//                                      inside a node are gpu-nvsw-gpu (2*nvlat),
+//                                      across nodes gpu-nic-sw-nic-gpu (2*lat)
+//
+// Every generator also takes reduce=<bandwidth>: the endpoints' reduction rate
+// (default: free). Defaults: bw=100Gbps, lat=1us.
+#include <charconv>
+#include <map>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "cclab/collectives/error.h"
+#include "cclab/sim/topology.h"
+
+namespace cclab::sim {
+namespace {
+
+constexpr long kMaxEndpoints = 1 << 22;
+
+// The key=value list of one spec; every read marks the key as known, and
+// finish() rejects the rest, so a typo is an error naming the key.
+class SpecArgs {
+ public:
+  SpecArgs(std::string name, std::string_view list) : name_(std::move(name)) {
+    for (std::size_t pos = 0; pos < list.size();) {
+      const auto comma = std::min(list.find(',', pos), list.size());
+      const auto item = list.substr(pos, comma - pos);
+      const auto eq = item.find('=');
+      if (eq == std::string_view::npos || eq == 0)
+        throw InvalidArgument(fmt::format("topology {}: '{}' is not key=value", name_, item));
+      values_[std::string(item.substr(0, eq))] = std::string(item.substr(eq + 1));
+      pos = comma + 1;
+    }
+  }
+
+  long integer(const std::string& key, long min) {
+    const std::string& text = required(key);
+    long v = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || end != text.data() + text.size())
+      throw InvalidArgument(fmt::format("{}: '{}' is not an integer", field(key), text));
+    if (v < min || v > kMaxEndpoints)
+      throw InvalidArgument(
+          fmt::format("{}: must be between {} and {} (got {})", field(key), min, kMaxEndpoints, v));
+    return v;
+  }
+  double bandwidth(const std::string& key, std::string_view fallback) {
+    return parse_bandwidth(optional(key, fallback), field(key));
+  }
+  Time latency(const std::string& key, std::string_view fallback) {
+    return parse_latency(optional(key, fallback), field(key));
+  }
+  bool has(const std::string& key) {
+    used_[key] = true;
+    return values_.contains(key);
+  }
+  double reduce() { return has("reduce") ? bandwidth("reduce", "") : 0.0; }
+
+  void finish(std::string_view allowed) const {
+    for (const auto& [key, value] : values_)
+      if (!used_.contains(key))
+        throw InvalidArgument(
+            fmt::format("topology {}: unknown key '{}' (allowed: {})", name_, key, allowed));
+  }
+  std::string field(const std::string& key) const {
+    return fmt::format("topology {}: {}", name_, key);
+  }
+
+ private:
+  const std::string& required(const std::string& key) {
+    used_[key] = true;
+    const auto it = values_.find(key);
+    if (it == values_.end()) throw InvalidArgument(fmt::format("{}: missing field", field(key)));
+    return it->second;
+  }
+  std::string optional(const std::string& key, std::string_view fallback) {
+    used_[key] = true;
+    const auto it = values_.find(key);
+    return it == values_.end() ? std::string(fallback) : it->second;
+  }
+
+  std::string name_;
+  std::map<std::string, std::string> values_;
+  std::map<std::string, bool> used_;
+};
+
+constexpr const char* kDefaultBw = "100Gbps";
+constexpr const char* kDefaultLat = "1us";
+
+Topology make_switch(SpecArgs& a) {
+  const long n = a.integer("n", 1);
+  const double bw = a.bandwidth("bw", kDefaultBw), reduce = a.reduce();
+  const Time lat = a.latency("lat", kDefaultLat);
+  a.finish("n, bw, lat, reduce");
+  Topology t;
+  for (long i = 0; i < n; ++i) t.add_endpoint(fmt::format("e{}", i), false, reduce);
+  const NodeId sw = t.add_node(NodeKind::kSwitch, "sw", true);
+  for (long i = 0; i < n; ++i) t.add_duplex(t.endpoint(static_cast<int>(i)), sw, bw, lat);
+  return t;
+}
+
+Topology make_ring(SpecArgs& a) {
+  const long n = a.integer("n", 1);
+  const double bw = a.bandwidth("bw", kDefaultBw), reduce = a.reduce();
+  const Time lat = a.latency("lat", kDefaultLat);
+  a.finish("n, bw, lat, reduce");
+  Topology t;
+  for (long i = 0; i < n; ++i) t.add_endpoint(fmt::format("e{}", i), true, reduce);
+  // n == 2: one duplex pair, not two parallel ones.
+  const long pairs = n == 1 ? 0 : n == 2 ? 1 : n;
+  for (long i = 0; i < pairs; ++i)
+    t.add_duplex(t.endpoint(static_cast<int>(i)), t.endpoint(static_cast<int>((i + 1) % n)), bw,
+                 lat);
+  return t;
+}
+
+Topology make_torus2d(SpecArgs& a) {
+  const long x = a.integer("x", 1), y = a.integer("y", 1);
+  const double bw = a.bandwidth("bw", kDefaultBw), reduce = a.reduce();
+  const Time lat = a.latency("lat", kDefaultLat);
+  a.finish("x, y, bw, lat, reduce");
+  if (x * y > kMaxEndpoints)
+    throw InvalidArgument(fmt::format("{}: x*y is above {}", a.field("x"), kMaxEndpoints));
+  Topology t;
+  for (long j = 0; j < y; ++j)
+    for (long i = 0; i < x; ++i) t.add_endpoint(fmt::format("e{}.{}", i, j), true, reduce);
+  auto id = [&](long i, long j) { return t.endpoint(static_cast<int>(j * x + i)); };
+  for (long j = 0; j < y; ++j)
+    for (long i = 0; i < x; ++i) {
+      // A dimension of 2 has one neighbour each way: link it once, from 0.
+      if (x > 2 || (x == 2 && i == 0)) t.add_duplex(id(i, j), id((i + 1) % x, j), bw, lat);
+      if (y > 2 || (y == 2 && j == 0)) t.add_duplex(id(i, j), id(i, (j + 1) % y), bw, lat);
+    }
+  return t;
+}
+
+Topology make_fat_tree(SpecArgs& a) {
+  const long hosts = a.integer("hosts", 1), leaves = a.integer("leaves", 1);
+  const long spines = a.integer("spines", 1);
+  const double bw = a.bandwidth("bw", kDefaultBw), reduce = a.reduce();
+  const double uplink = a.has("uplink") ? a.bandwidth("uplink", "") : bw;
+  const Time lat = a.latency("lat", kDefaultLat);
+  a.finish("hosts, leaves, spines, bw, uplink, lat, reduce");
+  if (hosts % leaves != 0)
+    throw InvalidArgument(fmt::format("{}: {} hosts do not divide evenly over {} leaves",
+                                      a.field("leaves"), hosts, leaves));
+  Topology t;
+  for (long h = 0; h < hosts; ++h) t.add_endpoint(fmt::format("h{}", h), false, reduce);
+  std::vector<NodeId> spine_ids;
+  for (long s = 0; s < spines; ++s)
+    spine_ids.push_back(t.add_node(NodeKind::kSwitch, fmt::format("spine{}", s), true));
+  for (long l = 0; l < leaves; ++l) {
+    const NodeId leaf = t.add_node(NodeKind::kSwitch, fmt::format("leaf{}", l), true);
+    for (long h = l * (hosts / leaves); h < (l + 1) * (hosts / leaves); ++h)
+      t.add_duplex(t.endpoint(static_cast<int>(h)), leaf, bw, lat);
+    for (NodeId s : spine_ids) t.add_duplex(leaf, s, uplink, lat);
+  }
+  return t;
+}
+
+Topology make_nodes(SpecArgs& a) {
+  const long nodes = a.integer("nodes", 1), gpus = a.integer("gpus", 1);
+  const double nvlink = a.bandwidth("nvlink", "450GBps"), nic = a.bandwidth("nic", "400Gbps");
+  const Time lat = a.latency("lat", "2us"), nvlat = a.latency("nvlat", "500ns");
+  const double reduce = a.reduce();
+  a.finish("nodes, gpus, nvlink, nic, lat, nvlat, reduce");
+  if (nodes * gpus > kMaxEndpoints)
+    throw InvalidArgument(
+        fmt::format("{}: nodes*gpus is above {}", a.field("gpus"), kMaxEndpoints));
+  Topology t;
+  for (long n = 0; n < nodes; ++n)
+    for (long g = 0; g < gpus; ++g) t.add_endpoint(fmt::format("n{}.gpu{}", n, g), false, reduce);
+  const NodeId net = t.add_node(NodeKind::kSwitch, "net", true);
+  for (long n = 0; n < nodes; ++n) {
+    const NodeId nvsw = t.add_node(NodeKind::kSwitch, fmt::format("n{}.nvsw", n), true);
+    for (long g = 0; g < gpus; ++g) {
+      const NodeId gpu = t.endpoint(static_cast<int>(n * gpus + g));
+      const NodeId card = t.add_node(NodeKind::kNic, fmt::format("n{}.nic{}", n, g), true);
+      t.add_duplex(gpu, nvsw, nvlink, nvlat);
+      t.add_duplex(gpu, card, nic, 0);  // PCIe hop: the NIC is the bottleneck
+      t.add_duplex(card, net, nic, lat);
+    }
+  }
+  t.group_size_hint = static_cast<int>(gpus);
+  return t;
+}
+
+}  // namespace
+
+Topology generate_topology(std::string_view spec) {
+  const auto colon = spec.find(':');
+  const std::string name(spec.substr(0, colon));
+  SpecArgs args(name, colon == std::string_view::npos ? "" : spec.substr(colon + 1));
+  Topology t;
+  if (name == "switch")
+    t = make_switch(args);
+  else if (name == "ring")
+    t = make_ring(args);
+  else if (name == "torus2d")
+    t = make_torus2d(args);
+  else if (name == "fat-tree")
+    t = make_fat_tree(args);
+  else if (name == "nodes")
+    t = make_nodes(args);
+  else
+    throw InvalidArgument(fmt::format(
+        "topology: unknown generator '{}' (allowed: switch, ring, torus2d, fat-tree, nodes, or a "
+        "JSON file path)",
+        name));
+  t.description = std::string(spec);
+  t.validate(fmt::format("topology {}", name));
+  return t;
+}
+
+}  // namespace cclab::sim

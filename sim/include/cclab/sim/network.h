@@ -1,0 +1,101 @@
+// The flow-level network model.
+//
+// A message is a flow along its route. It first pays the route's latency
+// (the sum of its links' latencies) once, then becomes active and shares
+// bandwidth with every other active flow: rates are max-min fair, computed by
+// progressive filling (raise all rates together; when a link saturates, the
+// flows crossing it freeze at their current rate; repeat with the rest). A
+// flow of S bytes alone on a path therefore takes latency + S / min(bw).
+//
+// Rates change only when a flow activates or finishes, and then only for the
+// flows connected to it through shared links (its connected component); each
+// affected flow's remaining bytes are settled at the old rate before its new
+// completion time is scheduled. Stale completion events are recognised by a
+// per-flow version number and ignored.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "cclab/sim/event_queue.h"
+#include "cclab/sim/routing.h"
+#include "cclab/sim/topology.h"
+
+namespace cclab::sim {
+
+enum class EventKind : std::uint8_t { kFlowActive, kFlowDone, kStepDone };
+
+// One event of a simulation; `a` and `b` are interpreted by kind (a flow id
+// and its version; a rank and a step id).
+struct SimEvent {
+  EventKind kind = EventKind::kFlowDone;
+  std::uint32_t a = 0;
+  std::uint64_t b = 0;
+};
+using SimQueue = EventQueue<SimEvent>;
+
+using FlowId = std::uint32_t;
+
+class Network {
+ public:
+  Network(const Topology& topology, SimQueue& queue);
+
+  // Starts a flow of `bytes` along `route` now; `tag` comes back from handle()
+  // when it finishes.
+  FlowId start(const Route& route, double bytes, std::uint64_t tag);
+
+  // Handles a kFlowActive or kFlowDone event; returns the tag of the flow that
+  // finished, if one did.
+  std::optional<std::uint64_t> handle(const SimEvent& event);
+
+  // The current rate of a flow in bytes/s (0 until it is active).
+  double rate(FlowId id) const { return flows_[id].rate; }
+  std::size_t active_flows() const { return active_; }
+  std::uint64_t flows_started() const { return started_; }
+  // Bytes each link has carried (finished flows only).
+  const std::vector<double>& link_bytes() const { return link_bytes_; }
+
+ private:
+  struct Flow {
+    std::vector<LinkId> links;
+    double bytes = 0;
+    double remaining = 0;
+    double rate = 0;
+    Time updated = 0;
+    std::uint64_t version = 0;
+    std::uint64_t tag = 0;
+    bool active = false;
+    bool live = false;
+  };
+
+  void activate(FlowId id);
+  std::uint64_t finish(FlowId id);
+  // Recomputes the rates of every flow connected to `seeds` and reschedules
+  // those whose rate changed.
+  void reshare(const std::vector<FlowId>& seeds);
+  void collect_component(const std::vector<FlowId>& seeds);
+  void fill_progressively();
+  void schedule_done(FlowId id);
+
+  const Topology& topo_;
+  SimQueue& queue_;
+  std::vector<Flow> flows_;
+  std::vector<FlowId> free_;
+  std::vector<std::vector<FlowId>> link_flows_;  // active flows per link
+  std::vector<double> link_bytes_;
+  std::size_t active_ = 0;
+  std::uint64_t started_ = 0;
+
+  // Scratch of reshare(), reused: the component's flows and links, stamps
+  // marking membership, and per-link residual capacity and unfrozen count.
+  std::vector<FlowId> comp_flows_;
+  std::vector<LinkId> comp_links_;
+  std::vector<std::uint32_t> flow_stamp_, link_stamp_;
+  std::uint32_t stamp_ = 0;
+  std::vector<double> residual_;
+  std::vector<std::int32_t> unfrozen_;
+  std::vector<double> old_rate_;
+};
+
+}  // namespace cclab::sim

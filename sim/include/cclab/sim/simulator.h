@@ -1,0 +1,48 @@
+// Replays a schedule on a topology and predicts its time.
+//
+// Rank r runs on endpoint r. Each rank's program is driven by the same
+// StepRunner every executor uses, so the simulator follows the execution
+// model of schedule.h exactly: in-order issue, deps, fences, FIFO matching of
+// sends and receives per ordered pair, and rendezvous: a matched transfer
+// starts only when both its send and its receive are issued. A transfer is a
+// flow from the sender's endpoint to the receiver's under the network model
+// (network.h). Local copies are free; a reduction (kReduce, or the combine of
+// a kRecvReduce after its data arrived) costs bytes / reduce rate when the
+// endpoint has one, and nothing otherwise.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "cclab/collectives/schedule.h"
+#include "cclab/sim/topology.h"
+#include "cclab/sim/units.h"
+
+namespace cclab::sim {
+
+class TraceWriter;
+
+struct SimOptions {
+  std::size_t elem_bytes = 4;
+  TraceWriter* trace = nullptr;  // optional: records steps and link rates
+};
+
+struct SimResult {
+  Time total = 0;                     // when the last rank finished
+  std::vector<Time> rank_finish;      // per rank
+  std::vector<double> link_bytes;     // per link of the topology
+  LinkId bottleneck = -1;             // the link with the highest utilisation; -1 if none
+  double bottleneck_utilisation = 0;  // its bytes / (bw * total)
+  std::uint64_t events = 0;           // events the engine processed
+  std::uint64_t flows = 0;            // transfers simulated
+  std::uint64_t steps = 0;            // steps issued over all ranks
+};
+
+// Throws InvalidArgument when the schedule has more ranks than the topology
+// has endpoints (naming --ranks) and InternalError when the schedule
+// deadlocks (naming the stuck rank and step).
+SimResult simulate(const Topology& topology, const coll::Schedule& schedule,
+                   const SimOptions& options = {});
+
+}  // namespace cclab::sim

@@ -1,0 +1,84 @@
+// The network the simulator runs on: nodes (endpoints that host ranks,
+// switches, NICs) joined by directed links, each with a bandwidth (bytes/s)
+// and a latency (ps). Rank r runs on the r-th endpoint, in creation order.
+//
+// Routing may pass through switches and NICs; through an endpoint only when
+// it is marked `transit` (direct networks such as ring and torus, where hosts
+// forward). Topologies come from generator specs ("switch:n=8,bw=100Gbps")
+// or JSON files, see make_topology().
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cclab/sim/units.h"
+
+namespace cclab::sim {
+
+using NodeId = std::int32_t;
+using LinkId = std::int32_t;
+
+enum class NodeKind : std::uint8_t { kEndpoint, kSwitch, kNic };
+std::string_view node_kind_name(NodeKind k);
+
+struct Node {
+  NodeKind kind = NodeKind::kSwitch;
+  std::string name;
+  bool transit = true;      // routes may pass through it
+  double reduce_bps = 0;    // endpoints: reduction rate in bytes/s; 0 = free
+  std::vector<LinkId> out;  // links leaving this node
+  std::vector<LinkId> in;   // links entering it
+};
+
+struct Link {
+  NodeId from = 0;
+  NodeId to = 0;
+  double bw_bps = 0;  // bytes per second
+  Time latency = 0;
+};
+
+class Topology {
+ public:
+  NodeId add_node(NodeKind kind, std::string name, bool transit);
+  NodeId add_endpoint(std::string name, bool transit = false, double reduce_bps = 0);
+  LinkId add_link(NodeId from, NodeId to, double bw_bps, Time latency);
+  // Two links, one each way.
+  void add_duplex(NodeId a, NodeId b, double bw_bps, Time latency);
+
+  // Checks every link's values and that every endpoint reaches, and is reached
+  // from, endpoint 0; throws InvalidArgument naming `what` and the node.
+  void validate(std::string_view what) const;
+
+  const Node& node(NodeId id) const { return nodes_[id]; }
+  const Link& link(LinkId id) const { return links_[id]; }
+  std::size_t num_nodes() const { return nodes_.size(); }
+  std::size_t num_links() const { return links_.size(); }
+  std::size_t num_endpoints() const { return endpoints_.size(); }
+  NodeId endpoint(int index) const { return endpoints_[index]; }
+  // "gpu3->nvsw0" for reports.
+  std::string link_name(LinkId id) const;
+
+  // Ranks per fast domain (e.g. GPUs per node), a hint for the hierarchical
+  // algorithm; 0 when the topology has none.
+  int group_size_hint = 0;
+  std::string description;  // the spec or file it came from
+
+ private:
+  std::vector<NodeId> reachable(NodeId from, bool forward) const;
+
+  std::vector<Node> nodes_;
+  std::vector<Link> links_;
+  std::vector<NodeId> endpoints_;
+};
+
+// A generator spec ("switch:n=8,bw=100Gbps,lat=1us"; see generators.cc for the
+// list) or the path of a JSON file (see topology_json.cc). Throws
+// InvalidArgument naming the generator, key or JSON field that is wrong.
+Topology make_topology(std::string_view spec_or_path);
+Topology generate_topology(std::string_view spec);
+Topology load_topology_json(const std::string& path);
+Topology parse_topology_json(std::string_view text, std::string_view what);
+
+}  // namespace cclab::sim

@@ -1,0 +1,167 @@
+// Max-min fair sharing by progressive filling (see network.h).
+//
+// Within a component, let c_l be link l's residual capacity and n_l the number
+// of its flows not yet frozen. The next link to saturate is the one with the
+// smallest fair share c_l / n_l; its unfrozen flows get exactly that rate and
+// freeze, and the share is subtracted from every link they cross. Each round
+// freezes at least one flow, so a component of F flows and L links takes at
+// most min(F, L) rounds of O(L) each.
+#include "cclab/sim/network.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "cclab/collectives/error.h"
+
+namespace cclab::sim {
+
+Network::Network(const Topology& topology, SimQueue& queue)
+    : topo_(topology),
+      queue_(queue),
+      link_flows_(topology.num_links()),
+      link_bytes_(topology.num_links(), 0.0),
+      link_stamp_(topology.num_links(), 0),
+      residual_(topology.num_links(), 0.0),
+      unfrozen_(topology.num_links(), 0) {}
+
+FlowId Network::start(const Route& route, double bytes, std::uint64_t tag) {
+  FlowId id;
+  if (free_.empty()) {
+    id = static_cast<FlowId>(flows_.size());
+    flows_.emplace_back();
+    flow_stamp_.push_back(0);
+  } else {
+    id = free_.back();
+    free_.pop_back();
+  }
+  Flow& f = flows_[id];
+  f.links = route.links;
+  f.bytes = f.remaining = bytes;
+  f.rate = 0;
+  f.updated = queue_.now();
+  f.tag = tag;
+  f.active = false;
+  f.live = true;
+  ++f.version;
+  ++started_;
+  queue_.push(queue_.now() + route.latency, SimEvent{EventKind::kFlowActive, id, f.version});
+  return id;
+}
+
+std::optional<std::uint64_t> Network::handle(const SimEvent& event) {
+  const Flow& f = flows_[event.a];
+  if (!f.live || f.version != event.b) return std::nullopt;  // stale
+  if (event.kind == EventKind::kFlowActive) {
+    activate(event.a);
+    return std::nullopt;
+  }
+  return finish(event.a);
+}
+
+void Network::activate(FlowId id) {
+  Flow& f = flows_[id];
+  f.updated = queue_.now();
+  if (f.remaining <= 0 || f.links.empty()) {
+    // Nothing to send (or nowhere to send it): done once the latency is paid.
+    queue_.push(queue_.now(), SimEvent{EventKind::kFlowDone, id, f.version});
+    return;
+  }
+  f.active = true;
+  ++active_;
+  for (LinkId l : f.links) link_flows_[l].push_back(id);
+  reshare({id});
+}
+
+std::uint64_t Network::finish(FlowId id) {
+  Flow& f = flows_[id];
+  std::vector<FlowId> neighbours;
+  for (LinkId l : f.links) {
+    link_bytes_[l] += f.bytes;
+    if (!f.active) continue;
+    auto& on_link = link_flows_[l];
+    on_link.erase(std::find(on_link.begin(), on_link.end(), id));
+    neighbours.insert(neighbours.end(), on_link.begin(), on_link.end());
+  }
+  if (f.active) --active_;
+  f.active = f.live = false;
+  f.rate = 0;
+  free_.push_back(id);
+  if (!neighbours.empty()) reshare(neighbours);
+  return f.tag;
+}
+
+void Network::collect_component(const std::vector<FlowId>& seeds) {
+  ++stamp_;
+  comp_flows_.clear();
+  comp_links_.clear();
+  for (FlowId s : seeds)
+    if (flow_stamp_[s] != stamp_) {
+      flow_stamp_[s] = stamp_;
+      comp_flows_.push_back(s);
+    }
+  for (std::size_t i = 0; i < comp_flows_.size(); ++i) {
+    for (LinkId l : flows_[comp_flows_[i]].links) {
+      if (link_stamp_[l] == stamp_) continue;
+      link_stamp_[l] = stamp_;
+      comp_links_.push_back(l);
+      for (FlowId other : link_flows_[l])
+        if (flow_stamp_[other] != stamp_) {
+          flow_stamp_[other] = stamp_;
+          comp_flows_.push_back(other);
+        }
+    }
+  }
+}
+
+void Network::fill_progressively() {
+  for (LinkId l : comp_links_) {
+    residual_[l] = topo_.link(l).bw_bps;
+    unfrozen_[l] = static_cast<std::int32_t>(link_flows_[l].size());
+  }
+  for (FlowId id : comp_flows_) flows_[id].rate = -1;  // -1: not frozen yet
+  for (std::size_t frozen = 0; frozen < comp_flows_.size();) {
+    LinkId tight = -1;
+    double share = std::numeric_limits<double>::infinity();
+    for (LinkId l : comp_links_)
+      if (unfrozen_[l] > 0 && residual_[l] / unfrozen_[l] < share) {
+        share = residual_[l] / unfrozen_[l];
+        tight = l;
+      }
+    CCLAB_CHECK(tight >= 0, "progressive filling found no link to saturate");
+    for (FlowId id : link_flows_[tight]) {
+      Flow& f = flows_[id];
+      if (f.rate >= 0) continue;
+      f.rate = share;
+      ++frozen;
+      for (LinkId l : f.links) {
+        residual_[l] = std::max(0.0, residual_[l] - share);
+        --unfrozen_[l];
+      }
+    }
+  }
+}
+
+void Network::reshare(const std::vector<FlowId>& seeds) {
+  collect_component(seeds);
+  const Time now = queue_.now();
+  old_rate_.clear();
+  for (FlowId id : comp_flows_) {
+    Flow& f = flows_[id];
+    // Settle the bytes sent at the old rate since the last change.
+    f.remaining = std::max(0.0, f.remaining - f.rate * time_to_seconds(now - f.updated));
+    f.updated = now;
+    old_rate_.push_back(f.rate);
+  }
+  fill_progressively();
+  for (std::size_t i = 0; i < comp_flows_.size(); ++i)
+    if (flows_[comp_flows_[i]].rate != old_rate_[i]) schedule_done(comp_flows_[i]);
+}
+
+void Network::schedule_done(FlowId id) {
+  Flow& f = flows_[id];
+  ++f.version;
+  queue_.push(queue_.now() + seconds_to_time(f.remaining / f.rate),
+              SimEvent{EventKind::kFlowDone, id, f.version});
+}
+
+}  // namespace cclab::sim

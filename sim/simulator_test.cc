@@ -1,0 +1,129 @@
+// The schedule runner against closed forms, and every all-reduce algorithm on
+// every built-in topology.
+#include "cclab/sim/simulator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "cclab/collectives/algorithms.h"
+#include "cclab/collectives/error.h"
+#include "cclab/sim/topology.h"
+
+namespace cclab::sim {
+namespace {
+
+using coll::Algorithm;
+using coll::CollectiveKind;
+
+double rel_err(double got, double want) { return std::abs(got - want) / std::abs(want); }
+
+SimResult run(const std::string& spec, int ranks, std::uint64_t count, Algorithm algo,
+              int chunks = 1) {
+  const Topology t = generate_topology(spec);
+  const auto sched =
+      coll::make_schedule({CollectiveKind::kAllReduce, ranks, count, 0}, {algo, chunks, 0});
+  return simulate(t, *sched, {4, nullptr});
+}
+
+// Ring all-reduce of S bytes over n ranks is 2(n-1) steps; in each, every rank
+// sends S/n bytes to its right neighbour over links no other flow uses, so a
+// step costs alpha + (S/n)/B, where alpha is the route latency.
+double ring_closed_form_us(int n, double bytes, double alpha_us, double bw) {
+  return 2.0 * (n - 1) * (alpha_us + bytes / n / bw * 1e6);
+}
+
+TEST(Simulator, RingOnSwitchMatchesClosedForm) {
+  // switch: a route is up + down, alpha = 2 * 1us; B = 100 Gbps = 12.5e9 B/s.
+  for (int n : {2, 3, 4, 8, 16}) {
+    const std::uint64_t count = 1000 * n;  // S = 4000 n bytes, divisible by n
+    const SimResult r = run("switch:n=16,bw=100Gbps,lat=1us", n, count, Algorithm::kRing);
+    EXPECT_LT(rel_err(time_to_us(r.total), ring_closed_form_us(n, 4.0 * count, 2.0, 12.5e9)), 1e-6)
+        << "n=" << n;
+    // Symmetric: every rank finishes with the last one.
+    EXPECT_EQ(*std::min_element(r.rank_finish.begin(), r.rank_finish.end()), r.total);
+  }
+}
+
+TEST(Simulator, RingOnRingTopologyMatchesClosedForm) {
+  // ring: neighbours share a direct link, alpha = 1 link = 500ns; B = 10e9 B/s.
+  for (int n : {2, 3, 5, 8}) {
+    const std::uint64_t count = 4096 * n;
+    const SimResult r =
+        run(fmt::format("ring:n={},bw=10GBps,lat=500ns", n), n, count, Algorithm::kRing);
+    EXPECT_LT(rel_err(time_to_us(r.total), ring_closed_form_us(n, 4.0 * count, 0.5, 10e9)), 1e-6)
+        << "n=" << n;
+  }
+}
+
+TEST(Simulator, ReduceCostAddsToReduceScatterSteps) {
+  // With reduce rate R each of the n-1 reduce-scatter steps also pays
+  // (S/n)/R after its data arrives (the next send waits for the sum); the n-1
+  // all-gather steps only copy: T = 2(n-1)(alpha + s/B) + (n-1) s/R, s = S/n.
+  const int n = 4;
+  const std::uint64_t count = 4000;  // S = 16000 B, s = 4000 B
+  const Topology t = generate_topology("switch:n=4,bw=10GBps,lat=1us,reduce=2GBps");
+  const auto sched =
+      coll::make_schedule({CollectiveKind::kAllReduce, n, count, 0}, {Algorithm::kRing, 1, 0});
+  const SimResult r = simulate(t, *sched);
+  const double s = 4000;
+  const double want_us = 2.0 * (n - 1) * (2.0 + s / 10e9 * 1e6) + (n - 1) * s / 2e9 * 1e6;
+  EXPECT_LT(rel_err(time_to_us(r.total), want_us), 1e-6);
+}
+
+TEST(Simulator, LinkBytesAndBottleneck) {
+  // Ring of 4 on a switch, S = 16000 B: each rank's uplink carries 2(n-1)
+  // messages of S/n bytes = 6 * 4000 = 24000 B, and so does each downlink.
+  const SimResult r = run("switch:n=4,bw=100Gbps,lat=1us", 4, 4000, Algorithm::kRing);
+  for (double b : r.link_bytes) EXPECT_DOUBLE_EQ(b, 24000.0);
+  ASSERT_GE(r.bottleneck, 0);
+  // Utilisation = 24000 / (12.5e9 * T).
+  EXPECT_LT(rel_err(r.bottleneck_utilisation, 24000.0 / (12.5e9 * time_to_seconds(r.total))), 1e-9);
+}
+
+TEST(Simulator, MoreRanksThanEndpoints) {
+  const Topology t = generate_topology("switch:n=4");
+  const auto sched =
+      coll::make_schedule({CollectiveKind::kAllReduce, 5, 100, 0}, {Algorithm::kRing, 1, 0});
+  try {
+    simulate(t, *sched);
+    ADD_FAILURE() << "no exception";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("--ranks: 5 ranks"), std::string::npos) << e.what();
+  }
+}
+
+// Every all-reduce algorithm completes on every built-in topology (a deadlock
+// or a mismatched transfer throws), and no rank finishes before the fastest
+// possible message when there is anything to send.
+class AllTopologies : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(AllTopologies, EveryAlgorithmCompletes) {
+  const Topology t = generate_topology(GetParam());
+  for (Algorithm algo : coll::algorithms_for(CollectiveKind::kAllReduce)) {
+    for (int n = 1; n <= 64; ++n) {
+      const auto sched =
+          coll::make_schedule({CollectiveKind::kAllReduce, n, 1009, 0}, {algo, 2, 0});
+      SCOPED_TRACE(fmt::format("{} ranks {}", sched->name(), n));
+      const SimResult r = simulate(t, *sched);
+      ASSERT_EQ(r.rank_finish.size(), static_cast<std::size_t>(n));
+      // Even zero latency: ~1009*4/n bytes at <= 450 GB/s takes > 0 ps.
+      if (n > 1) {
+        EXPECT_GT(r.total, 0);
+        EXPECT_GT(r.flows, 0u);
+      }
+      for (Time f : r.rank_finish) EXPECT_LE(f, r.total);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Builtin, AllTopologies,
+                         ::testing::Values("switch:n=64", "ring:n=64", "torus2d:x=8,y=8",
+                                           "fat-tree:hosts=64,leaves=8,spines=4,uplink=50Gbps",
+                                           "nodes:nodes=8,gpus=8"));
+
+}  // namespace
+}  // namespace cclab::sim

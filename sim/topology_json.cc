@@ -1,0 +1,143 @@
+// The JSON topology format, for networks the generators do not describe:
+//
+//   {
+//     "group_size": 8,                                  // optional hint
+//     "nodes": [ {"name": "gpu0", "kind": "endpoint", "transit": false,
+//                 "reduce": "200GBps"},                 // transit, reduce optional
+//                {"name": "sw0", "kind": "switch"}, ... ],  // kinds: endpoint, switch, nic
+//     "links": [ {"from": "gpu0", "to": "sw0", "bw": "100Gbps", "lat": "1us",
+//                 "duplex": true}, ... ]               // duplex (default true): both ways
+//   }
+//
+// Ranks map onto endpoints in the order they are listed. Every error names the
+// JSON path of the field ("links[3].bw").
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cclab/collectives/error.h"
+#include "cclab/sim/topology.h"
+
+namespace cclab::sim {
+namespace {
+
+using nlohmann::json;
+
+const json& member(const json& obj, const std::string& key, const std::string& path) {
+  const auto it = obj.find(key);
+  if (it == obj.end()) throw InvalidArgument(fmt::format("{}.{}: missing field", path, key));
+  return *it;
+}
+
+std::string string_field(const json& obj, const std::string& key, const std::string& path) {
+  const json& v = member(obj, key, path);
+  if (!v.is_string())
+    throw InvalidArgument(fmt::format("{}.{}: expected a string (got {})", path, key, v.dump()));
+  return v.get<std::string>();
+}
+
+bool bool_field(const json& obj, const std::string& key, const std::string& path, bool fallback) {
+  if (!obj.contains(key)) return fallback;
+  const json& v = obj.at(key);
+  if (!v.is_boolean())
+    throw InvalidArgument(
+        fmt::format("{}.{}: expected true or false (got {})", path, key, v.dump()));
+  return v.get<bool>();
+}
+
+const json& array_field(const json& root, const std::string& key, const std::string& what) {
+  const json& v = member(root, key, what);
+  if (!v.is_array()) throw InvalidArgument(fmt::format("{}.{}: expected an array", what, key));
+  return v;
+}
+
+NodeKind parse_kind(const std::string& text, const std::string& field) {
+  for (NodeKind k : {NodeKind::kEndpoint, NodeKind::kSwitch, NodeKind::kNic})
+    if (text == node_kind_name(k)) return k;
+  throw InvalidArgument(
+      fmt::format("{}: unknown kind '{}' (allowed: endpoint, switch, nic)", field, text));
+}
+
+void add_nodes(Topology& t, const json& nodes, const std::string& what,
+               std::map<std::string, NodeId>& ids) {
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const std::string path = fmt::format("{}.nodes[{}]", what, i);
+    if (!nodes[i].is_object()) throw InvalidArgument(fmt::format("{}: expected an object", path));
+    const std::string name = string_field(nodes[i], "name", path);
+    const NodeKind kind = parse_kind(string_field(nodes[i], "kind", path), path + ".kind");
+    if (ids.contains(name))
+      throw InvalidArgument(fmt::format("{}.name: duplicate node name '{}'", path, name));
+    const bool transit = bool_field(nodes[i], "transit", path, kind != NodeKind::kEndpoint);
+    if (kind == NodeKind::kEndpoint) {
+      const double reduce =
+          nodes[i].contains("reduce")
+              ? parse_bandwidth(string_field(nodes[i], "reduce", path), path + ".reduce")
+              : 0.0;
+      ids[name] = t.add_endpoint(name, transit, reduce);
+    } else {
+      ids[name] = t.add_node(kind, name, transit);
+    }
+  }
+}
+
+void add_links(Topology& t, const json& links, const std::string& what,
+               const std::map<std::string, NodeId>& ids) {
+  for (std::size_t i = 0; i < links.size(); ++i) {
+    const std::string path = fmt::format("{}.links[{}]", what, i);
+    if (!links[i].is_object()) throw InvalidArgument(fmt::format("{}: expected an object", path));
+    NodeId ends[2];
+    for (int k = 0; k < 2; ++k) {
+      const char* key = k == 0 ? "from" : "to";
+      const std::string name = string_field(links[i], key, path);
+      const auto it = ids.find(name);
+      if (it == ids.end())
+        throw InvalidArgument(fmt::format("{}.{}: unknown node '{}'", path, key, name));
+      ends[k] = it->second;
+    }
+    const double bw = parse_bandwidth(string_field(links[i], "bw", path), path + ".bw");
+    const Time lat = parse_latency(string_field(links[i], "lat", path), path + ".lat");
+    if (bool_field(links[i], "duplex", path, true))
+      t.add_duplex(ends[0], ends[1], bw, lat);
+    else
+      t.add_link(ends[0], ends[1], bw, lat);
+  }
+}
+
+}  // namespace
+
+Topology parse_topology_json(std::string_view text, std::string_view what_view) {
+  const std::string what(what_view);
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw InvalidArgument(fmt::format("{}: not valid JSON: {}", what, e.what()));
+  }
+  if (!root.is_object()) throw InvalidArgument(fmt::format("{}: expected a JSON object", what));
+  Topology t;
+  std::map<std::string, NodeId> ids;
+  add_nodes(t, array_field(root, "nodes", what), what, ids);
+  add_links(t, array_field(root, "links", what), what, ids);
+  if (root.contains("group_size")) {
+    const json& g = root.at("group_size");
+    if (!g.is_number_integer() || g.get<long>() < 0)
+      throw InvalidArgument(fmt::format("{}.group_size: expected an integer >= 0", what));
+    t.group_size_hint = g.get<int>();
+  }
+  t.description = what;
+  t.validate(what);
+  return t;
+}
+
+Topology load_topology_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InvalidArgument(fmt::format("topology: cannot open file '{}'", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_topology_json(text.str(), path);
+}
+
+}  // namespace cclab::sim

@@ -1,0 +1,146 @@
+// Units, generators, the JSON format, routing, and the errors of each: every
+// bad input must be an InvalidArgument whose message names the field.
+#include "cclab/sim/topology.h"
+
+#include <set>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "cclab/collectives/error.h"
+#include "cclab/sim/routing.h"
+#include "cclab/sim/units.h"
+
+namespace cclab::sim {
+namespace {
+
+// Expects InvalidArgument whose message contains `needle`.
+template <class Fn>
+void expect_invalid(Fn&& fn, const std::string& needle) {
+  try {
+    fn();
+    ADD_FAILURE() << "no exception; expected one naming '" << needle << "'";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(Units, BandwidthAndLatency) {
+  EXPECT_DOUBLE_EQ(parse_bandwidth("100Gbps", "bw"), 100e9 / 8);  // bits -> bytes
+  EXPECT_DOUBLE_EQ(parse_bandwidth("450GBps", "bw"), 450e9);
+  EXPECT_DOUBLE_EQ(parse_bandwidth("12.5MBps", "bw"), 12.5e6);
+  EXPECT_EQ(parse_latency("1us", "lat"), 1'000'000);  // picoseconds
+  EXPECT_EQ(parse_latency("200ns", "lat"), 200'000);
+  EXPECT_EQ(parse_latency("2ms", "lat"), 2'000'000'000);
+  EXPECT_EQ(parse_latency("0", "lat"), 0);
+  expect_invalid([] { parse_bandwidth("-5Gbps", "links[0].bw"); },
+                 "links[0].bw: bandwidth must be positive");
+  expect_invalid([] { parse_bandwidth("100Gb", "bw"); }, "bw: malformed bandwidth '100Gb'");
+  expect_invalid([] { parse_latency("-1us", "lat"); }, "lat: latency must not be negative");
+  expect_invalid([] { parse_latency("fast", "lat"); }, "lat: malformed latency");
+}
+
+TEST(Generators, Shapes) {
+  // switch: n endpoints + 1 switch, 2 directed links per endpoint.
+  const Topology sw = generate_topology("switch:n=8,bw=100Gbps,lat=1us");
+  EXPECT_EQ(sw.num_endpoints(), 8u);
+  EXPECT_EQ(sw.num_nodes(), 9u);
+  EXPECT_EQ(sw.num_links(), 16u);
+  // ring of 5: 5 duplex pairs; ring of 2: one pair.
+  EXPECT_EQ(generate_topology("ring:n=5").num_links(), 10u);
+  EXPECT_EQ(generate_topology("ring:n=2").num_links(), 2u);
+  // torus 4x3: every node links +x and +y once, duplex: 12 * 2 * 2.
+  EXPECT_EQ(generate_topology("torus2d:x=4,y=3").num_links(), 48u);
+  // 2x2 torus: a dimension of 2 is one pair per row/column: (2 + 2) pairs.
+  EXPECT_EQ(generate_topology("torus2d:x=2,y=2").num_links(), 8u);
+  // fat tree: 8 host links + 2 leaves * 2 spines, duplex.
+  const Topology ft =
+      generate_topology("fat-tree:hosts=8,leaves=2,spines=2,bw=100Gbps,uplink=50Gbps");
+  EXPECT_EQ(ft.num_links(), 2u * (8 + 4));
+  // nodes: per GPU nvlink + pcie + nic uplink, duplex; group hint = gpus.
+  const Topology nodes = generate_topology("nodes:nodes=2,gpus=4");
+  EXPECT_EQ(nodes.num_endpoints(), 8u);
+  EXPECT_EQ(nodes.num_links(), 8u * 3 * 2);
+  EXPECT_EQ(nodes.group_size_hint, 4);
+}
+
+TEST(Generators, Errors) {
+  expect_invalid([] { generate_topology("mesh:n=4"); }, "unknown generator 'mesh'");
+  expect_invalid([] { generate_topology("switch:bw=1Gbps"); }, "topology switch: n: missing field");
+  expect_invalid([] { generate_topology("switch:n=4,bw=-1Gbps"); },
+                 "topology switch: bw: bandwidth must be positive");
+  expect_invalid([] { generate_topology("switch:n=4,speed=1Gbps"); }, "unknown key 'speed'");
+  expect_invalid([] { generate_topology("ring:n=zero"); },
+                 "topology ring: n: 'zero' is not an integer");
+  expect_invalid([] { generate_topology("fat-tree:hosts=7,leaves=2,spines=1"); }, "leaves");
+}
+
+TEST(Json, ParsesAndNamesFields) {
+  const std::string good = R"({"nodes": [{"name": "a", "kind": "endpoint"},
+      {"name": "b", "kind": "endpoint"}, {"name": "s", "kind": "switch"}],
+      "links": [{"from": "a", "to": "s", "bw": "10GBps", "lat": "1us"},
+                {"from": "b", "to": "s", "bw": "10GBps", "lat": "1us"}], "group_size": 2})";
+  const Topology t = parse_topology_json(good, "t.json");
+  EXPECT_EQ(t.num_endpoints(), 2u);
+  EXPECT_EQ(t.num_links(), 4u);
+  EXPECT_EQ(t.group_size_hint, 2);
+  expect_invalid([] { parse_topology_json(R"({"nodes": []})", "t.json"); },
+                 "t.json.links: missing field");
+  expect_invalid(
+      [] {
+        parse_topology_json(
+            R"({"nodes": [{"name": "a", "kind": "endpoint"}, {"name": "s", "kind": "switch"}],
+          "links": [{"from": "a", "to": "s", "bw": "-3GBps", "lat": "1us"}]})",
+            "t.json");
+      },
+      "t.json.links[0].bw: bandwidth must be positive");
+  expect_invalid(
+      [] {
+        parse_topology_json(
+            R"({"nodes": [{"name": "a", "kind": "endpoint"}], "links": [{"from": "a", "to": "x", "bw": "1GBps", "lat": "1us"}]})",
+            "t.json");
+      },
+      "t.json.links[0].to: unknown node 'x'");
+  expect_invalid(
+      [] {
+        parse_topology_json(R"({"nodes": [{"name": "a", "kind": "router"}], "links": []})",
+                            "t.json");
+      },
+      "t.json.nodes[0].kind: unknown kind 'router'");
+  // Two endpoints with no link between them.
+  expect_invalid(
+      [] {
+        parse_topology_json(
+            R"({"nodes": [{"name": "a", "kind": "endpoint"}, {"name": "b", "kind": "endpoint"}], "links": []})",
+            "t.json");
+      },
+      "t.json: disconnected: endpoint 'b'");
+}
+
+TEST(Routing, ShortestPathsAndEcmp) {
+  // Ring of 6: the route from 0 to 2 is two hops clockwise, to 3 three hops
+  // (either way; ECMP picks one, the same one every time).
+  const Topology ring = generate_topology("ring:n=6,lat=1us");
+  Router router(ring);
+  EXPECT_EQ(router.route(ring.endpoint(0), ring.endpoint(2)).links.size(), 2u);
+  EXPECT_EQ(router.route(ring.endpoint(0), ring.endpoint(2)).latency, 2'000'000);
+  const Route& r03 = router.route(ring.endpoint(0), ring.endpoint(3));
+  EXPECT_EQ(r03.links.size(), 3u);
+  EXPECT_EQ(Router(ring).route(ring.endpoint(0), ring.endpoint(3)).links, r03.links);
+  // nodes: inside a node through the NVSwitch (2 hops), across through the NICs (4).
+  const Topology nodes = generate_topology("nodes:nodes=2,gpus=4");
+  Router nr(nodes);
+  EXPECT_EQ(nr.route(nodes.endpoint(0), nodes.endpoint(3)).links.size(), 2u);
+  EXPECT_EQ(nr.route(nodes.endpoint(0), nodes.endpoint(4)).links.size(), 4u);
+  // Fat tree with 4 spines: cross-leaf routes spread over several spines.
+  const Topology ft = generate_topology("fat-tree:hosts=32,leaves=2,spines=4");
+  Router fr(ft);
+  std::set<LinkId> uplinks;
+  for (int h = 0; h < 16; ++h)
+    uplinks.insert(fr.route(ft.endpoint(h), ft.endpoint(16 + h)).links[1]);
+  EXPECT_GT(uplinks.size(), 1u);
+  EXPECT_EQ(fr.cached_routes(), 16u);
+}
+
+}  // namespace
+}  // namespace cclab::sim
