@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "cclab/collectives/error.h"
+#include "cclab/sim/trace.h"
 
 namespace cclab::sim {
 
@@ -74,6 +75,7 @@ void Network::activate(FlowId id) {
 
 std::uint64_t Network::finish(FlowId id) {
   Flow& f = flows_[id];
+  const bool was_active = f.active;
   std::vector<FlowId> neighbours;
   for (LinkId l : f.links) {
     link_bytes_[l] += f.bytes;
@@ -87,6 +89,7 @@ std::uint64_t Network::finish(FlowId id) {
   f.rate = 0;
   free_.push_back(id);
   if (!neighbours.empty()) reshare(neighbours);
+  if (trace_ && was_active) trace_links(f.links);
   return f.tag;
 }
 
@@ -155,6 +158,15 @@ void Network::reshare(const std::vector<FlowId>& seeds) {
   fill_progressively();
   for (std::size_t i = 0; i < comp_flows_.size(); ++i)
     if (flows_[comp_flows_[i]].rate != old_rate_[i]) schedule_done(comp_flows_[i]);
+  if (trace_) trace_links(comp_links_);
+}
+
+void Network::trace_links(const std::vector<LinkId>& links) const {
+  for (LinkId l : links) {
+    double sum = 0;
+    for (FlowId id : link_flows_[l]) sum += flows_[id].rate;
+    trace_->link_rate(l, sum, queue_.now());
+  }
 }
 
 void Network::schedule_done(FlowId id) {

@@ -59,6 +59,7 @@ class Simulation {
     for (int r = 0; r < ranks_; ++r)
       runners_.push_back(std::make_unique<StepRunner>(sched.program(r)));
     finish_.assign(ranks_, -1);
+    network_.set_trace(opts.trace);
   }
 
   SimResult run() {

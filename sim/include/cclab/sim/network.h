@@ -36,6 +36,7 @@ struct SimEvent {
 using SimQueue = EventQueue<SimEvent>;
 
 using FlowId = std::uint32_t;
+class TraceWriter;
 
 class Network {
  public:
@@ -48,6 +49,9 @@ class Network {
   // Handles a kFlowActive or kFlowDone event; returns the tag of the flow that
   // finished, if one did.
   std::optional<std::uint64_t> handle(const SimEvent& event);
+
+  // Reports every change of a link's total rate to `trace` (may be null).
+  void set_trace(TraceWriter* trace) { trace_ = trace; }
 
   // The current rate of a flow in bytes/s (0 until it is active).
   double rate(FlowId id) const { return flows_[id].rate; }
@@ -77,6 +81,7 @@ class Network {
   void collect_component(const std::vector<FlowId>& seeds);
   void fill_progressively();
   void schedule_done(FlowId id);
+  void trace_links(const std::vector<LinkId>& links) const;
 
   const Topology& topo_;
   SimQueue& queue_;
@@ -86,6 +91,7 @@ class Network {
   std::vector<double> link_bytes_;
   std::size_t active_ = 0;
   std::uint64_t started_ = 0;
+  TraceWriter* trace_ = nullptr;
 
   // Scratch of reshare(), reused: the component's flows and links, stamps
   // marking membership, and per-link residual capacity and unfrozen count.
