@@ -1,14 +1,16 @@
 // The event engine: a priority queue of timed events in integer picoseconds.
 //
-// Events at the same time come out in the order they were pushed (FIFO by an
-// insertion sequence number), so a simulation is deterministic however its
-// events tie. An event is a small value (`Payload`); the owner of the queue
-// dispatches on it, so no callback is allocated per event. Time never goes
-// backwards: pushing an event before now() is a bug (CCLAB_CHECK).
+// Events at the same time come out in the order they were pushed (FIFO by
+// insertion sequence), so a simulation is deterministic however its events
+// tie. The queue is a map from time to a FIFO bucket: collective schedules are
+// symmetric, so thousands of events share a time and a push or pop costs
+// O(log distinct times) plus an append, not a heap sift per event. An event is a small value
+// (`Payload`); the owner of the queue dispatches on it, so no callback is allocated per event. Time
+// never goes backwards: pushing an event before now() is a bug (CCLAB_CHECK).
 #pragma once
 
 #include <cstdint>
-#include <queue>
+#include <map>
 #include <vector>
 
 #include "cclab/collectives/error.h"
@@ -26,33 +28,38 @@ class EventQueue {
   };
 
   Time now() const { return now_; }
-  bool empty() const { return heap_.empty(); }
-  std::size_t size() const { return heap_.size(); }
+  bool empty() const { return size_ == 0; }
+  std::size_t size() const { return size_; }
   std::uint64_t popped() const { return popped_; }
 
   void push(Time time, const Payload& payload) {
     CCLAB_CHECK(time >= now_, "event scheduled in the past");
-    heap_.push(Event{time, next_seq_++, payload});
+    buckets_[time].items.push_back(Event{time, next_seq_++, payload});
+    ++size_;
   }
 
   // Removes the earliest event (lowest time, then lowest sequence) and
   // advances now() to its time. Precondition: !empty().
   Event pop() {
-    Event e = heap_.top();
-    heap_.pop();
+    const auto first = buckets_.begin();
+    Bucket& b = first->second;
+    const Event e = b.items[b.head++];
+    if (b.head == b.items.size()) buckets_.erase(first);
     now_ = e.time;
+    --size_;
     ++popped_;
     return e;
   }
 
  private:
-  struct Later {
-    bool operator()(const Event& a, const Event& b) const {
-      return a.time != b.time ? a.time > b.time : a.seq > b.seq;
-    }
+  // The events of one time, in push order; `head` is the next to pop.
+  struct Bucket {
+    std::vector<Event> items;
+    std::size_t head = 0;
   };
 
-  std::priority_queue<Event, std::vector<Event>, Later> heap_;
+  std::map<Time, Bucket> buckets_;
+  std::size_t size_ = 0;
   Time now_ = 0;
   std::uint64_t next_seq_ = 0;
   std::uint64_t popped_ = 0;
