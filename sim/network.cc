@@ -36,7 +36,7 @@ FlowId Network::start(const Route& route, double bytes, std::uint64_t tag) {
     free_.pop_back();
   }
   Flow& f = flows_[id];
-  f.links = route.links;
+  f.links = &route.links;
   f.bytes = f.remaining = bytes;
   f.rate = 0;
   f.updated = queue_.now();
@@ -62,34 +62,34 @@ std::optional<std::uint64_t> Network::handle(const SimEvent& event) {
 void Network::activate(FlowId id) {
   Flow& f = flows_[id];
   f.updated = queue_.now();
-  if (f.remaining <= 0 || f.links.empty()) {
+  if (f.remaining <= 0 || f.links->empty()) {
     // Nothing to send (or nowhere to send it): done once the latency is paid.
     queue_.push(queue_.now(), SimEvent{EventKind::kFlowDone, id, f.version});
     return;
   }
   f.active = true;
   ++active_;
-  for (LinkId l : f.links) link_flows_[l].push_back(id);
-  reshare({id});
+  for (LinkId l : *f.links) link_flows_[l].push_back(id);
+  reshare_one(id);
 }
 
 std::uint64_t Network::finish(FlowId id) {
   Flow& f = flows_[id];
   const bool was_active = f.active;
-  std::vector<FlowId> neighbours;
-  for (LinkId l : f.links) {
+  seeds_.clear();
+  for (LinkId l : *f.links) {
     link_bytes_[l] += f.bytes;
     if (!f.active) continue;
     auto& on_link = link_flows_[l];
     on_link.erase(std::find(on_link.begin(), on_link.end(), id));
-    neighbours.insert(neighbours.end(), on_link.begin(), on_link.end());
+    seeds_.insert(seeds_.end(), on_link.begin(), on_link.end());
   }
   if (f.active) --active_;
   f.active = f.live = false;
   f.rate = 0;
   free_.push_back(id);
-  if (!neighbours.empty()) reshare(neighbours);
-  if (trace_ && was_active) trace_links(f.links);
+  if (!seeds_.empty()) reshare(seeds_);
+  if (trace_ && was_active) trace_links(*f.links);
   return f.tag;
 }
 
@@ -103,7 +103,7 @@ void Network::collect_component(const std::vector<FlowId>& seeds) {
       comp_flows_.push_back(s);
     }
   for (std::size_t i = 0; i < comp_flows_.size(); ++i) {
-    for (LinkId l : flows_[comp_flows_[i]].links) {
+    for (LinkId l : *flows_[comp_flows_[i]].links) {
       if (link_stamp_[l] == stamp_) continue;
       link_stamp_[l] = stamp_;
       comp_links_.push_back(l);
@@ -136,12 +136,17 @@ void Network::fill_progressively() {
       if (f.rate >= 0) continue;
       f.rate = share;
       ++frozen;
-      for (LinkId l : f.links) {
+      for (LinkId l : *f.links) {
         residual_[l] = std::max(0.0, residual_[l] - share);
         --unfrozen_[l];
       }
     }
   }
+}
+
+void Network::reshare_one(FlowId seed) {
+  seeds_.assign(1, seed);
+  reshare(seeds_);
 }
 
 void Network::reshare(const std::vector<FlowId>& seeds) {

@@ -43,7 +43,7 @@ class Network {
   Network(const Topology& topology, SimQueue& queue);
 
   // Starts a flow of `bytes` along `route` now; `tag` comes back from handle()
-  // when it finishes.
+  // when it finishes. `route` must outlive the flow (Router's routes do).
   FlowId start(const Route& route, double bytes, std::uint64_t tag);
 
   // Handles a kFlowActive or kFlowDone event; returns the tag of the flow that
@@ -62,7 +62,7 @@ class Network {
 
  private:
   struct Flow {
-    std::vector<LinkId> links;
+    const std::vector<LinkId>* links = nullptr;  // the route's, not a copy
     double bytes = 0;
     double remaining = 0;
     double rate = 0;
@@ -79,6 +79,7 @@ class Network {
   // those whose rate changed.
   void reshare(const std::vector<FlowId>& seeds);
   void collect_component(const std::vector<FlowId>& seeds);
+  void reshare_one(FlowId seed);
   void fill_progressively();
   void schedule_done(FlowId id);
   void trace_links(const std::vector<LinkId>& links) const;
@@ -102,6 +103,7 @@ class Network {
   std::vector<double> residual_;
   std::vector<std::int32_t> unfrozen_;
   std::vector<double> old_rate_;
+  std::vector<FlowId> seeds_;
 };
 
 }  // namespace cclab::sim

@@ -1,0 +1,54 @@
+// Simulator speed under Google Benchmark: how many engine events and schedule
+// steps per second of wall time the simulator processes on large cases.
+//   ring, 4 chunks, 1024 ranks on one switch (8.4M steps)
+//   hier (g = 8, inner ring) on nodes:nodes=N,gpus=8 (N = 256 and 2048)
+// The topology is built once per case; each iteration builds the schedule and
+// simulates it (schedules are lazy: generating them is part of the replay).
+#include <memory>
+#include <string>
+
+#include <benchmark/benchmark.h>
+
+#include "cclab/collectives/algorithms.h"
+#include "cclab/sim/simulator.h"
+#include "cclab/sim/topology.h"
+
+namespace {
+
+using cclab::coll::Algorithm;
+
+void simulate_case(benchmark::State& state, const std::string& spec, Algorithm algo, int chunks,
+                   int group_size) {
+  const cclab::sim::Topology topo = cclab::sim::generate_topology(spec);
+  const int ranks = static_cast<int>(topo.num_endpoints());
+  const std::uint64_t count = std::uint64_t{64} << 20 >> 2;  // 64 MiB of f32
+  double events = 0, steps = 0, simulated_us = 0;
+  for (auto _ : state) {
+    const auto sched = cclab::coll::make_schedule(
+        {cclab::coll::CollectiveKind::kAllReduce, ranks, count, 0}, {algo, chunks, group_size});
+    const auto r = cclab::sim::simulate(topo, *sched);
+    events += static_cast<double>(r.events);
+    steps += static_cast<double>(r.steps);
+    simulated_us = cclab::sim::time_to_us(r.total);
+    benchmark::DoNotOptimize(r.total);
+  }
+  state.counters["events/s"] = benchmark::Counter(events, benchmark::Counter::kIsRate);
+  state.counters["steps/s"] = benchmark::Counter(steps, benchmark::Counter::kIsRate);
+  state.counters["simulated_us"] = simulated_us;
+}
+
+void BM_SimRing1024Switch(benchmark::State& state) {
+  simulate_case(state, "switch:n=1024,bw=100Gbps,lat=1us", Algorithm::kRing, 4, 0);
+}
+void BM_SimHierNodes256(benchmark::State& state) {
+  simulate_case(state, "nodes:nodes=256,gpus=8", Algorithm::kHierarchical, 1, 8);
+}
+void BM_SimHierNodes2048(benchmark::State& state) {
+  simulate_case(state, "nodes:nodes=2048,gpus=8", Algorithm::kHierarchical, 1, 8);
+}
+
+BENCHMARK(BM_SimRing1024Switch)->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK(BM_SimHierNodes256)->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK(BM_SimHierNodes2048)->Unit(benchmark::kMillisecond)->Iterations(1);
+
+}  // namespace
