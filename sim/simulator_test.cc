@@ -84,6 +84,27 @@ TEST(Simulator, LinkBytesAndBottleneck) {
   EXPECT_LT(rel_err(r.bottleneck_utilisation, 24000.0 / (12.5e9 * time_to_seconds(r.total))), 1e-9);
 }
 
+TEST(Simulator, RingOnOversubscribedFatTreeFollowsTheSlowLinks) {
+  // fat-tree:hosts=4,leaves=2: h0,h1 on leaf0, h2,h3 on leaf1, uplinks at half
+  // the host bandwidth (B = 10e9 B/s, U = 5e9 B/s), lat = 1us per link.
+  // Ring 0->1->2->3->0: 0->1 and 2->3 stay in a leaf (2 links: f = 2us + s/B);
+  // 1->2 and 3->0 cross the spine (4 links: w = 4us + s/U), each alone on its
+  // links. Rank j issues its step-k receive only after its step-k send, which
+  // waits for its step-(k-1) receive; the transfer into j starts when both
+  // sides are issued (rendezvous), so with R(k, j) the step-k receive at j:
+  //   R(k, j) = max(R(k-1, j-1), R(k-1, j)) + cost(j-1 -> j),  R(-1, .) = 0.
+  // Step 0: R = (w, f, w, f) for ranks (0, 1, 2, 3); as w > f, every later step
+  // adds w to the slow-link ranks 0 and 2: after 2(n-1) = 6 steps, 6w.
+  const std::uint64_t count = 4000;  // S = 16000 B, s = 4000 B
+  const SimResult r = run("fat-tree:hosts=4,leaves=2,spines=1,bw=10GBps,uplink=5GBps,lat=1us", 4,
+                          count, Algorithm::kRing);
+  const double s = 4000, slow = 4.0 + s / 5e9 * 1e6;
+  EXPECT_LT(rel_err(time_to_us(r.total), 6 * slow), 1e-6) << time_to_us(r.total);
+  // Ranks 1 and 3 receive their last block at R(5, 1) = 5w + f, but their last
+  // send goes over a slow link and completes with R(5, 2) = 6w: all finish at 6w.
+  for (Time f : r.rank_finish) EXPECT_EQ(f, r.total);
+}
+
 TEST(Simulator, MoreRanksThanEndpoints) {
   const Topology t = generate_topology("switch:n=4");
   const auto sched =
