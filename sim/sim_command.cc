@@ -111,7 +111,7 @@ void print_row(const Topology& t, const Row& r, int ranks) {
   fmt::print("\n");
 }
 
-void write_json(const std::string& path, const Topology& t, int ranks,
+void write_json(const std::string& path, const SimFlags& f, const Topology& t, int ranks, int group,
                 const std::vector<Row>& rows) {
   nlohmann::json out_rows = nlohmann::json::array();
   for (const Row& r : rows)
@@ -127,10 +127,17 @@ void write_json(const std::string& path, const Topology& t, int ranks,
          {"bottleneck_utilisation", r.result.bottleneck_utilisation},
          {"events", r.result.events},
          {"flows", r.result.flows}});
-  const nlohmann::json record = {{"tool", "cclab sim"},
-                                 {"topology", t.description},
-                                 {"ranks", ranks},
-                                 {"rows", std::move(out_rows)}};
+  const nlohmann::json config = {
+      {"topology", t.description},
+      {"ranks", ranks},
+      {"algos", f.algos},
+      {"min_bytes", f.min_bytes},
+      {"max_bytes", f.max_bytes},
+      {"step_factor", f.step_factor},
+      {"chunks", f.chunks},
+      {"hier_group_size", group > 0 ? group : coll::default_group_size(ranks)}};
+  const nlohmann::json record = {
+      {"tool", "cclab sim"}, {"config", config}, {"rows", std::move(out_rows)}};
   std::ofstream out(path);
   if (!out) throw IoError(fmt::format("--json: cannot open '{}' for writing", path));
   out << record.dump(2) << '\n';
@@ -172,7 +179,7 @@ void run_sim(const SimFlags& f) {
     }
     if (bytes > hi / static_cast<std::uint64_t>(f.step_factor)) break;
   }
-  if (!f.json_path.empty()) write_json(f.json_path, topo, ranks, rows);
+  if (!f.json_path.empty()) write_json(f.json_path, f, topo, ranks, group, rows);
   if (!f.trace_path.empty()) trace.write(f.trace_path);
 }
 
