@@ -16,14 +16,36 @@
 
 namespace cclab::sim {
 
+void FlowList::push(FlowId id) {
+  if (more_.empty() && size_ < kInline) {
+    inline_[size_++] = id;
+    return;
+  }
+  if (more_.empty()) more_.assign(inline_, inline_ + size_);
+  more_.push_back(id);
+  ++size_;
+}
+
+void FlowList::erase(FlowId id) {
+  FlowId* data = more_.empty() ? inline_ : more_.data();
+  FlowId* it = std::find(data, data + size_, id);
+  CCLAB_CHECK(it != data + size_, "flow not on its link");
+  *it = data[--size_];
+  if (!more_.empty()) more_.pop_back();
+}
+
 Network::Network(const Topology& topology, SimQueue& queue)
-    : topo_(topology),
-      queue_(queue),
-      link_flows_(topology.num_links()),
-      link_bytes_(topology.num_links(), 0.0),
-      link_stamp_(topology.num_links(), 0),
-      residual_(topology.num_links(), 0.0),
-      unfrozen_(topology.num_links(), 0) {}
+    : topo_(topology), queue_(queue), links_(topology.num_links()) {
+  for (std::size_t l = 0; l < links_.size(); ++l)
+    links_[l].bw_bps = topology.link(static_cast<LinkId>(l)).bw_bps;
+}
+
+std::vector<double> Network::link_bytes() const {
+  std::vector<double> out;
+  out.reserve(links_.size());
+  for (const LinkState& l : links_) out.push_back(l.bytes);
+  return out;
+}
 
 FlowId Network::start(const Route& route, double bytes, std::uint64_t tag) {
   FlowId id;
@@ -69,7 +91,7 @@ void Network::activate(FlowId id) {
   }
   f.active = true;
   ++active_;
-  for (LinkId l : *f.links) link_flows_[l].push_back(id);
+  for (LinkId l : *f.links) links_[l].flows.push(id);
   reshare_one(id);
 }
 
@@ -78,11 +100,11 @@ std::uint64_t Network::finish(FlowId id) {
   const bool was_active = f.active;
   seeds_.clear();
   for (LinkId l : *f.links) {
-    link_bytes_[l] += f.bytes;
+    LinkState& link = links_[l];
+    link.bytes += f.bytes;
     if (!f.active) continue;
-    auto& on_link = link_flows_[l];
-    on_link.erase(std::find(on_link.begin(), on_link.end(), id));
-    seeds_.insert(seeds_.end(), on_link.begin(), on_link.end());
+    link.flows.erase(id);
+    seeds_.insert(seeds_.end(), link.flows.begin(), link.flows.end());
   }
   if (f.active) --active_;
   f.active = f.live = false;
@@ -104,10 +126,10 @@ void Network::collect_component(const std::vector<FlowId>& seeds) {
     }
   for (std::size_t i = 0; i < comp_flows_.size(); ++i) {
     for (LinkId l : *flows_[comp_flows_[i]].links) {
-      if (link_stamp_[l] == stamp_) continue;
-      link_stamp_[l] = stamp_;
+      if (links_[l].stamp == stamp_) continue;
+      links_[l].stamp = stamp_;
       comp_links_.push_back(l);
-      for (FlowId other : link_flows_[l])
+      for (FlowId other : links_[l].flows)
         if (flow_stamp_[other] != stamp_) {
           flow_stamp_[other] = stamp_;
           comp_flows_.push_back(other);
@@ -118,27 +140,29 @@ void Network::collect_component(const std::vector<FlowId>& seeds) {
 
 void Network::fill_progressively() {
   for (LinkId l : comp_links_) {
-    residual_[l] = topo_.link(l).bw_bps;
-    unfrozen_[l] = static_cast<std::int32_t>(link_flows_[l].size());
+    links_[l].residual = links_[l].bw_bps;
+    links_[l].unfrozen = static_cast<std::int32_t>(links_[l].flows.size());
   }
   for (FlowId id : comp_flows_) flows_[id].rate = -1;  // -1: not frozen yet
   for (std::size_t frozen = 0; frozen < comp_flows_.size();) {
     LinkId tight = -1;
     double share = std::numeric_limits<double>::infinity();
-    for (LinkId l : comp_links_)
-      if (unfrozen_[l] > 0 && residual_[l] / unfrozen_[l] < share) {
-        share = residual_[l] / unfrozen_[l];
+    for (LinkId l : comp_links_) {
+      const LinkState& link = links_[l];
+      if (link.unfrozen > 0 && link.residual / link.unfrozen < share) {
+        share = link.residual / link.unfrozen;
         tight = l;
       }
+    }
     CCLAB_CHECK(tight >= 0, "progressive filling found no link to saturate");
-    for (FlowId id : link_flows_[tight]) {
+    for (FlowId id : links_[tight].flows) {
       Flow& f = flows_[id];
       if (f.rate >= 0) continue;
       f.rate = share;
       ++frozen;
       for (LinkId l : *f.links) {
-        residual_[l] = std::max(0.0, residual_[l] - share);
-        --unfrozen_[l];
+        links_[l].residual = std::max(0.0, links_[l].residual - share);
+        --links_[l].unfrozen;
       }
     }
   }
@@ -169,7 +193,7 @@ void Network::reshare(const std::vector<FlowId>& seeds) {
 void Network::trace_links(const std::vector<LinkId>& links) const {
   for (LinkId l : links) {
     double sum = 0;
-    for (FlowId id : link_flows_[l]) sum += flows_[id].rate;
+    for (FlowId id : links_[l].flows) sum += flows_[id].rate;
     trace_->link_rate(l, sum, queue_.now());
   }
 }

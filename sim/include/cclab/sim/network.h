@@ -38,6 +38,23 @@ using SimQueue = EventQueue<SimEvent>;
 using FlowId = std::uint32_t;
 class TraceWriter;
 
+// The active flows on one link: a few stored in place (a link usually carries
+// one or two flows), more in a heap vector. Order is not kept.
+class FlowList {
+ public:
+  const FlowId* begin() const { return more_.empty() ? inline_ : more_.data(); }
+  const FlowId* end() const { return begin() + size_; }
+  std::uint32_t size() const { return size_; }
+  void push(FlowId id);
+  void erase(FlowId id);
+
+ private:
+  static constexpr std::uint32_t kInline = 3;
+  std::uint32_t size_ = 0;
+  FlowId inline_[kInline] = {};
+  std::vector<FlowId> more_;  // all flows, once they outgrew inline_
+};
+
 class Network {
  public:
   Network(const Topology& topology, SimQueue& queue);
@@ -58,7 +75,7 @@ class Network {
   std::size_t active_flows() const { return active_; }
   std::uint64_t flows_started() const { return started_; }
   // Bytes each link has carried (finished flows only).
-  const std::vector<double>& link_bytes() const { return link_bytes_; }
+  std::vector<double> link_bytes() const;
 
  private:
   struct Flow {
@@ -88,20 +105,27 @@ class Network {
   SimQueue& queue_;
   std::vector<Flow> flows_;
   std::vector<FlowId> free_;
-  std::vector<std::vector<FlowId>> link_flows_;  // active flows per link
-  std::vector<double> link_bytes_;
+  // Everything the model keeps per link, together, so that touching a link
+  // costs one cache line (large runs are bound by memory latency).
+  struct LinkState {
+    double bw_bps = 0;
+    double bytes = 0;           // carried by finished flows
+    double residual = 0;        // progressive filling: capacity not yet shared
+    std::int32_t unfrozen = 0;  // progressive filling: flows not yet frozen
+    std::uint32_t stamp = 0;    // == stamp_: in the current component
+    FlowList flows;             // active flows
+  };
+  std::vector<LinkState> links_;
   std::size_t active_ = 0;
   std::uint64_t started_ = 0;
   TraceWriter* trace_ = nullptr;
 
-  // Scratch of reshare(), reused: the component's flows and links, stamps
-  // marking membership, and per-link residual capacity and unfrozen count.
+  // Scratch of reshare(), reused: the component's flows and links, and stamps
+  // marking membership.
   std::vector<FlowId> comp_flows_;
   std::vector<LinkId> comp_links_;
-  std::vector<std::uint32_t> flow_stamp_, link_stamp_;
+  std::vector<std::uint32_t> flow_stamp_;
   std::uint32_t stamp_ = 0;
-  std::vector<double> residual_;
-  std::vector<std::int32_t> unfrozen_;
   std::vector<double> old_rate_;
   std::vector<FlowId> seeds_;
 };
