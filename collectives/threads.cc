@@ -110,7 +110,14 @@ class ThreadsComm final : public Communicator {
   auto guarded(Fn&& fn) {
     try {
       return fn();
+    } catch (const std::exception& e) {
+      // Abort first (keeps an earlier reason): a peer that finds a revoked
+      // send then reports the root cause, not the revocation.
+      group_->abort(fmt::format("rank {} failed: {}", rank_, e.what()));
+      revoke_sends();
+      throw;
     } catch (...) {
+      group_->abort(fmt::format("rank {} failed", rank_));
       revoke_sends();
       throw;
     }
@@ -227,9 +234,11 @@ bool ThreadsComm::match_recvs(Op& op) {
         throw InternalError(
             fmt::format("rank {}: {} got {} bytes from rank {}", rank_, describe(s), it->bytes, p));
       std::uint32_t posted = kPosted;
-      if (!it->done->compare_exchange_strong(posted, kClaimed, std::memory_order_acq_rel))
+      if (!it->done->compare_exchange_strong(posted, kClaimed, std::memory_order_acq_rel)) {
+        check_abort();  // the revoking rank aborted the group first: report the cause
         throw Error(fmt::format("rank {}: rank {} abandoned {} #{}", rank_, p,
                                 collective_name(op.call.shape.kind), op.seq));
+      }
       std::byte* dst = address(op, s.dst);
       if (s.kind == StepKind::kRecv)
         copy_bytes(dst, it->data, it->bytes);
