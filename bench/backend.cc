@@ -4,8 +4,12 @@
 
 #include <fmt/format.h>
 
+#include "cclab/collectives/cluster_env.h"
 #include "cclab/collectives/error.h"
 #include "cclab/collectives/threads.h"
+#ifdef CCLAB_HAVE_GLOO
+#include "cclab/collectives/gloo.h"
+#endif
 
 namespace cclab::bench {
 namespace {
@@ -23,17 +27,68 @@ class ThreadsBackend final : public Backend {
   coll::ThreadsWorld world_;
 };
 
+// This process's identity, or an error saying how to provide one.
+coll::Identity identity_or_throw(std::string_view backend) {
+  auto id = coll::identity_from_env(coll::process_env());
+  if (!id)
+    throw InvalidArgument(fmt::format(
+        "--backend {}: no rank identity in the environment (set RANK and WORLD_SIZE, or "
+        "TF_CONFIG, or start the ranks with `cclab launch -n N -- cclab bench ...` or mpirun)",
+        backend));
+  return *id;
+}
+
+#ifdef CCLAB_HAVE_GLOO
+// One rank per process over Gloo's TCP transport.
+class GlooBackend final : public Backend {
+ public:
+  explicit GlooBackend(const BackendOptions& o) {
+    const auto env = coll::process_env();
+    const auto id = identity_or_throw("gloo");
+    auto rendezvous = coll::rendezvous_from(o.rendezvous, env);
+    if (!rendezvous)
+      throw InvalidArgument(
+          "--rendezvous: not given and neither CCLAB_RENDEZVOUS nor MASTER_ADDR/MASTER_PORT is "
+          "set (allowed: file:DIR, redis://host:port)");
+    coll::GlooOptions g;
+    g.rank = id.rank;
+    g.world_size = id.world_size;
+    g.rendezvous = *rendezvous;
+    // A run id keeps the keys of this run apart from a stale run's in the same store.
+    g.prefix = fmt::format("cclab/{}/world", env("CCLAB_RUN_ID").value_or("run"));
+    g.host = !o.bind.empty() ? o.bind : env("CCLAB_BIND").value_or(id.host);
+    g.timeout = o.timeout;
+    comm_ = coll::make_gloo_communicator(g);
+  }
+  std::string_view name() const override { return "gloo"; }
+  int ranks() const override { return comm_->size(); }
+  void run(const std::function<void(coll::Communicator&)>& fn) override { fn(*comm_); }
+  bool shares_memory() const override { return false; }
+  bool reports() const override { return comm_->rank() == 0; }
+
+ private:
+  std::unique_ptr<coll::Communicator> comm_;
+};
+#endif
+
 struct Entry {
   std::string_view name;
-  std::unique_ptr<Backend> (*make)(int ranks, std::chrono::milliseconds timeout);
+  bool processes;  // one rank per process, identity from the environment
+  std::unique_ptr<Backend> (*make)(const BackendOptions& options);
 };
 
 // The registry: one row per backend built into this program.
 constexpr std::array kBackends = {
-    Entry{"threads",
-          [](int ranks, std::chrono::milliseconds timeout) -> std::unique_ptr<Backend> {
-            return std::make_unique<ThreadsBackend>(ranks, timeout);
+    Entry{"threads", false,
+          [](const BackendOptions& o) -> std::unique_ptr<Backend> {
+            return std::make_unique<ThreadsBackend>(o.ranks, o.timeout);
           }},
+#ifdef CCLAB_HAVE_GLOO
+    Entry{"gloo", true,
+          [](const BackendOptions& o) -> std::unique_ptr<Backend> {
+            return std::make_unique<GlooBackend>(o);
+          }},
+#endif
 };
 
 const Entry* find(std::string_view name) {
@@ -56,10 +111,23 @@ void check_backend_name(std::string_view name) {
         fmt::format("--backend: unknown backend '{}' (allowed: {})", name, backend_names()));
 }
 
+std::unique_ptr<Backend> make_backend(std::string_view name, const BackendOptions& options) {
+  check_backend_name(name);
+  return find(name)->make(options);
+}
+
 std::unique_ptr<Backend> make_backend(std::string_view name, int ranks,
                                       std::chrono::milliseconds timeout) {
+  BackendOptions o;
+  o.ranks = ranks;
+  o.timeout = timeout;
+  return make_backend(name, o);
+}
+
+std::optional<int> process_world_size(std::string_view name) {
   check_backend_name(name);
-  return find(name)->make(ranks, timeout);
+  if (!find(name)->processes) return std::nullopt;
+  return identity_or_throw(name).world_size;
 }
 
 }  // namespace cclab::bench

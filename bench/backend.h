@@ -7,6 +7,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -14,9 +15,8 @@
 
 namespace cclab::bench {
 
-// One session of `ranks` ranks. The sweep shares timings and check results
-// between ranks through memory, so every rank of a session must run in this
-// process (a multi-process backend would exchange them with collectives).
+// One session of `ranks` ranks, all in this process (threads) or one per
+// process (gloo).
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -25,6 +25,21 @@ class Backend {
   // Runs fn(comm) once on every rank and returns when all have finished; the
   // first exception thrown by a rank is rethrown here.
   virtual void run(const std::function<void(coll::Communicator&)>& fn) = 0;
+  // True when every rank runs in this process (the sweep then shares timings
+  // through memory); false when this process is one rank of many (they
+  // exchange them with collectives).
+  virtual bool shares_memory() const { return true; }
+  // Whether this process prints the results (with processes: rank 0 only).
+  virtual bool reports() const { return true; }
+};
+
+// What a backend is made from; the process backends read their identity and
+// rendezvous from the environment (see cclab/collectives/cluster_env.h).
+struct BackendOptions {
+  int ranks = 1;
+  std::chrono::milliseconds timeout{30000};
+  std::string rendezvous;  // --rendezvous; empty: from the environment
+  std::string bind;        // --bind; empty: CCLAB_BIND, TF_CONFIG's host, or the hostname
 };
 
 // Throws InvalidArgument naming --backend and the allowed names.
@@ -32,7 +47,11 @@ void check_backend_name(std::string_view name);
 // "threads" (and the others as they are built in).
 std::string backend_names();
 
+std::unique_ptr<Backend> make_backend(std::string_view name, const BackendOptions& options);
 std::unique_ptr<Backend> make_backend(std::string_view name, int ranks,
                                       std::chrono::milliseconds timeout);
+// The world size a process backend will have, from the environment, so that
+// the sweep is configured for it (nullopt for in-process backends).
+std::optional<int> process_world_size(std::string_view name);
 
 }  // namespace cclab::bench

@@ -18,7 +18,15 @@ namespace {
 void add_run_options(CLI::App& cmd, BenchFlags& f) {
   cmd.add_option("--backend", f.backend, "Where ranks run (allowed: " + backend_names() + ")")
       ->capture_default_str();
-  cmd.add_option("--ranks", f.ranks, "Number of ranks")->capture_default_str();
+  cmd.add_option("--ranks", f.ranks,
+                 "Number of ranks (process backends: the world size from the environment)")
+      ->capture_default_str();
+  cmd.add_option("--rendezvous", f.rendezvous,
+                 "Process backends: file:DIR or redis://host:port (default: CCLAB_RENDEZVOUS, "
+                 "else MASTER_ADDR/MASTER_PORT)");
+  cmd.add_option("--bind", f.bind,
+                 "Process backends: address to bind (default: CCLAB_BIND, TF_CONFIG's host, "
+                 "else the hostname)");
   cmd.add_option("--timeout-ms", f.timeout_ms, "Timeout of every wait, in ms")
       ->capture_default_str();
 }
@@ -70,14 +78,26 @@ void add_bench_command(CLI::App& app) {
   add_collective_options(*cmd, *flags);
   add_sweep_options(*cmd, *flags);
   cmd->callback([flags] {
-    const int status = run_bench(resolve(*flags), std::cout, std::cerr);
+    // A process backend's world size comes from the environment.
+    if (auto world = process_world_size(flags->backend)) flags->ranks = *world;
+    const int status = run_bench(resolve(*flags), std::cout, std::cerr, *flags);
     if (status != 0) throw CLI::RuntimeError(status);
   });
 }
 
-int run_bench(const BenchConfig& config, std::ostream& out, std::ostream& err) {
+int run_bench(const BenchConfig& config, std::ostream& out, std::ostream& err,
+              const BenchFlags& flags) {
+  BackendOptions options;
+  options.ranks = config.ranks;
+  options.timeout = config.timeout;
+  options.rendezvous = flags.rendezvous;
+  options.bind = flags.bind;
+  auto backend = make_backend(config.backend, options);
+  if (!backend->reports()) {
+    run_sweep(config, *backend);  // rank 0 prints; the others only take part
+    return 0;
+  }
   if (!config.json_path.empty()) check_writable(config.json_path);
-  auto backend = make_backend(config.backend, config.ranks, config.timeout);
   const auto rows = run_sweep(config, *backend);
   print_table(out, config, rows);
   out.flush();

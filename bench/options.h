@@ -36,6 +36,8 @@ struct BenchFlags {
   std::string inner = "ring";
   int timeout_ms = 30000;
   std::string json_path;
+  std::string rendezvous;  // process backends
+  std::string bind;        // process backends
 };
 
 // A validated sweep configuration.

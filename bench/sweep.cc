@@ -106,11 +106,12 @@ void run_collective(coll::Communicator& comm, const BenchConfig& c, const Call& 
 // The sweep as one rank runs it.
 class RankRunner {
  public:
-  RankRunner(const BenchConfig& c, Shared& shared, coll::Communicator& comm)
+  RankRunner(const BenchConfig& c, Shared& shared, coll::Communicator& comm, bool shared_memory)
       : config_(c),
         shared_(shared),
         comm_(comm),
         rank_(comm.rank()),
+        shared_memory_(shared_memory),
         expect_(c.ranks, c.dtype, c.op),
         sizes_(sweep_sizes(c)),
         buffers_(c, rank_, shape_for(c, sizes_.back().count)) {}
@@ -130,9 +131,28 @@ class RankRunner {
     if (config_.in_place) buffers_.fill_input(expect_, call);
     for (int i = 0; i < config_.warmup; ++i) run_collective(comm_, config_, call);
     for (int i = 0; i < config_.iters; ++i) shared_.times_us[slot(i)] = timed_call(call);
+    if (!shared_memory_) return exchange_row(size, algo);
     comm_.barrier();  // every rank's times and wrong count are written
     if (rank_ == 0) shared_.rows.push_back(make_row(size, algo));
     comm_.barrier();  // rank 0 has read them before anyone overwrites them
+  }
+
+  // Ranks in separate processes: the row's figures travel by collectives. A
+  // call's time is the maximum over ranks, iteration by iteration.
+  void exchange_row(const SizePoint& size, coll::Algorithm algo) {
+    double* mine = &shared_.times_us[slot(0)];
+    comm_.allreduce(mine, mine, config_.iters, coll::DataType::kF64, coll::ReduceOp::kMax);
+    std::int64_t wrong = static_cast<std::int64_t>(shared_.wrong[rank_]);
+    if (config_.check)
+      comm_.allreduce(&wrong, &wrong, 1, coll::DataType::kI64, coll::ReduceOp::kSum);
+    if (rank_ != 0) return;
+    SweepRow row;
+    row.bytes = size.bytes;
+    row.count = size.count;
+    row.algo = algo;
+    summarize(std::vector<double>(mine, mine + config_.iters), config_, row);
+    if (config_.check) row.wrong = static_cast<std::uint64_t>(wrong);
+    shared_.rows.push_back(row);
   }
 
   double timed_call(const Call& call) {
@@ -149,6 +169,12 @@ class RankRunner {
     buffers_.poison_output(call);
     if (config_.in_place) buffers_.fill_input(expect_, call);
     run_collective(comm_, config_, call);
+    if (!shared_memory_) {
+      // Every rank's output is compared bitwise with the reference, which
+      // implies the ranks agree bit for bit; there is no rank 0 copy to read.
+      shared_.wrong[rank_] = expect_.count_wrong(call.shape, rank_, call.recv);
+      return;
+    }
     shared_.outputs[rank_] = call.recv;
     comm_.barrier();  // all outputs are final
     std::uint64_t wrong = expect_.count_wrong(call.shape, rank_, call.recv);
@@ -185,6 +211,7 @@ class RankRunner {
   Shared& shared_;
   coll::Communicator& comm_;
   int rank_;
+  bool shared_memory_;  // false: this process holds one rank, Shared is its own
   Expectation expect_;
   std::vector<SizePoint> sizes_;
   RankBuffers buffers_;
@@ -206,7 +233,9 @@ void summarize(std::vector<double> times_us, const BenchConfig& config, SweepRow
 
 std::vector<SweepRow> run_sweep(const BenchConfig& config, Backend& backend) {
   Shared shared(config.ranks, config.iters);
-  backend.run([&](coll::Communicator& comm) { RankRunner(config, shared, comm).run(); });
+  const bool shared_memory = backend.shares_memory();
+  backend.run(
+      [&](coll::Communicator& comm) { RankRunner(config, shared, comm, shared_memory).run(); });
   return std::move(shared.rows);
 }
 

@@ -1,0 +1,303 @@
+// The gloo executor. Each schedule step maps onto Gloo's unbound buffers:
+//  - kSend: a buffer over the source region, send(peer, slot);
+//  - kRecv: a buffer over the destination region, recv(peer, slot);
+//  - kRecvReduce: recv into the rank's staging arena, then reduce into the
+//    destination when the transfer completes (so the reduction of one chunk
+//    overlaps the transfer of the next).
+// The k-th message of a collective from rank a to rank b uses slot
+// (seq, a<b, k) on both sides, which gives the schedule's FIFO matching per
+// ordered pair while any number of transfers are in flight. Completions come
+// from the WaiterPool (gloo_waiter.h); the StepRunner decides what to issue.
+#include "gloo_comm.h"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+#include <gloo/context.h>
+#include <gloo/transport/unbound_buffer.h>
+
+#include "cclab/collectives/error.h"
+#include "cclab/collectives/reduce.h"
+#include "cclab/collectives/step_runner.h"
+#include "gloo_waiter.h"
+
+namespace cclab::coll::detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Transfer {
+  Step step;
+  std::unique_ptr<gloo::transport::UnboundBuffer> buf;
+  std::byte* staging = nullptr;  // kRecvReduce only
+};
+
+// One collective in flight on this rank.
+struct Op {
+  std::uint64_t seq = 0;
+  CollectiveCall call;
+  std::unique_ptr<Schedule> schedule;
+  std::unique_ptr<StepRunner> runner;
+  std::size_t esize = 0;
+  std::vector<std::byte> scratch;
+  std::vector<std::uint32_t> sends_to, recvs_from;  // messages so far, per peer
+  std::map<std::int64_t, Transfer> inflight;        // by step id
+  bool complete = false;
+};
+
+class GlooComm;
+
+class GlooRequest final : public RequestImpl {
+ public:
+  GlooRequest(GlooComm* comm, std::shared_ptr<Op> op) : comm_(comm), op_(std::move(op)) {}
+  void wait() override;
+  bool test() override;
+
+ private:
+  GlooComm* comm_;
+  std::shared_ptr<Op> op_;
+};
+
+class GlooComm final : public Communicator {
+ public:
+  GlooComm(std::shared_ptr<GlooWorld> world, std::shared_ptr<gloo::Context> ctx, std::string prefix,
+           std::chrono::milliseconds timeout)
+      : world_(std::move(world)),
+        ctx_(std::move(ctx)),
+        prefix_(std::move(prefix)),
+        waiters_(timeout) {
+    set_timeout(timeout);
+  }
+  ~GlooComm() override {
+    // Unblock every waiter before the buffers it waits on go away.
+    for (auto& op : active_)
+      for (auto& [id, t] : op->inflight) {
+        if (t.step.kind == StepKind::kSend)
+          t.buf->abortWaitSend();
+        else
+          t.buf->abortWaitRecv();
+      }
+  }
+  int rank() const override { return ctx_->rank; }
+  int size() const override { return ctx_->size; }
+  Request start(const CollectiveCall& call) override;
+  void barrier() override;
+  std::unique_ptr<Communicator> split(int color, int key) override;
+
+  void wait(Op& op);
+  bool test(Op& op);
+
+ private:
+  bool issue(Op& op, std::int64_t id, const Step& s);
+  void issue_ready(Op& op) {
+    op.runner->issue_ready([&](std::int64_t id, const Step& s) { return issue(op, id, s); });
+    if (op.runner->finished()) finish(op);
+  }
+  void on_completion(const Completion& c);
+  void finish(Op& op);
+  std::byte* address(Op& op, const Region& r);
+  std::byte* staging(std::size_t bytes);
+  std::uint64_t slot(std::uint64_t seq, int from, int to, std::uint32_t k) const {
+    return (1ull << 63) | ((seq & 0x7fffffffull) << 32) | (from < to ? 1ull << 31 : 0) | k;
+  }
+  void check_usable() const {
+    if (!broken_.empty())
+      throw Error(fmt::format("rank {}: communicator unusable after an earlier error: {}", rank(),
+                              broken_));
+  }
+  [[noreturn]] void fail(const std::string& msg, bool timeout);
+  std::string where(const Op& op, std::int64_t id, const Step& s) const {
+    return fmt::format("{} #{} ({}) at step {} ({})", collective_name(op.call.shape.kind), op.seq,
+                       op.schedule->name(), id, describe(s));
+  }
+
+  std::shared_ptr<GlooWorld> world_;
+  std::shared_ptr<gloo::Context> ctx_;
+  std::string prefix_;
+  std::uint64_t next_seq_ = 0;
+  std::uint64_t split_seq_ = 0;
+  std::deque<std::shared_ptr<Op>> active_;
+  // Staging for receives that reduce: one arena reused by every collective,
+  // grown between collectives to the most any one needed.
+  std::vector<std::byte> arena_;
+  std::size_t arena_used_ = 0, arena_need_ = 0;
+  std::vector<std::unique_ptr<std::byte[]>> overflow_;
+  std::string broken_;
+  WaiterPool waiters_;  // last: destroyed (joined) first
+};
+
+void GlooRequest::wait() { comm_->wait(*op_); }
+bool GlooRequest::test() { return comm_->test(*op_); }
+
+Request GlooComm::start(const CollectiveCall& call) {
+  check_usable();
+  auto op = std::make_shared<Op>();
+  op->seq = next_seq_++;
+  op->call = call;
+  op->esize = dtype_size(call.dtype);
+  op->schedule = make_schedule(call.shape, call.algo, op->esize);
+  op->runner = std::make_unique<StepRunner>(op->schedule->program(rank()));
+  op->scratch.resize(op->schedule->scratch_count() * op->esize);
+  op->sends_to.assign(size(), 0);
+  op->recvs_from.assign(size(), 0);
+  active_.push_back(op);
+  issue_ready(*op);
+  return Request(std::make_shared<GlooRequest>(this, op));
+}
+
+std::byte* GlooComm::address(Op& op, const Region& r) {
+  std::byte* base = r.buffer == BufferId::kInput
+                        ? const_cast<std::byte*>(static_cast<const std::byte*>(op.call.send))
+                    : r.buffer == BufferId::kOutput ? static_cast<std::byte*>(op.call.recv)
+                                                    : op.scratch.data();
+  return base + r.offset * op.esize;
+}
+
+std::byte* GlooComm::staging(std::size_t bytes) {
+  bytes = (bytes + 63) / 64 * 64;
+  arena_need_ += bytes;
+  if (arena_used_ + bytes <= arena_.size()) {
+    arena_used_ += bytes;
+    return arena_.data() + arena_used_ - bytes;
+  }
+  overflow_.push_back(std::make_unique<std::byte[]>(bytes));
+  return overflow_.back().get();
+}
+
+bool GlooComm::issue(Op& op, std::int64_t id, const Step& s) {
+  const std::size_t bytes = s.count() * op.esize;
+  switch (s.kind) {
+    case StepKind::kCopy:
+      copy_bytes(address(op, s.dst), address(op, s.src), bytes);
+      return true;
+    case StepKind::kReduce: {
+      std::byte* dst = address(op, s.dst);
+      reduce(dst, dst, address(op, s.src), s.dst.count, op.call.dtype, step_op(op.call.op));
+      return true;
+    }
+    case StepKind::kFence:
+      return true;
+    default:
+      break;
+  }
+  // Both sides see the same size, so both skip an empty message alike.
+  if (bytes == 0) return true;
+  Transfer t{s, nullptr, nullptr};
+  if (s.kind == StepKind::kSend) {
+    t.buf = ctx_->createUnboundBuffer(address(op, s.src), bytes);
+    t.buf->send(s.peer, slot(op.seq, rank(), s.peer, op.sends_to[s.peer]++));
+  } else {
+    t.staging = s.kind == StepKind::kRecvReduce ? staging(bytes) : nullptr;
+    t.buf = ctx_->createUnboundBuffer(t.staging ? t.staging : address(op, s.dst), bytes);
+    t.buf->recv(s.peer, slot(op.seq, s.peer, rank(), op.recvs_from[s.peer]++));
+  }
+  waiters_.submit(t.buf.get(), s.kind != StepKind::kSend, op.seq, id);
+  op.inflight.emplace(id, std::move(t));
+  return false;
+}
+
+void GlooComm::on_completion(const Completion& c) {
+  auto it = std::find_if(active_.begin(), active_.end(),
+                         [&](const auto& op) { return op->seq == c.op_seq; });
+  CCLAB_CHECK(it != active_.end(), "completion of an unknown collective");
+  Op& op = **it;
+  auto t = op.inflight.find(c.step_id);
+  CCLAB_CHECK(t != op.inflight.end(), "completion of a step not in flight");
+  const Step& s = t->second.step;
+  if (!c.ok)
+    fail(fmt::format("rank {}: lost rank {} in {}: {}", rank(), s.peer, where(op, c.step_id, s),
+                     c.error),
+         false);
+  if (s.kind == StepKind::kRecvReduce)
+    reduce(address(op, s.dst), address(op, s.src), t->second.staging, s.dst.count, op.call.dtype,
+           step_op(op.call.op));
+  op.inflight.erase(t);
+  op.runner->complete(c.step_id);
+  issue_ready(op);
+}
+
+void GlooComm::finish(Op& op) {
+  const auto& shape = op.call.shape;
+  if (op.call.op == ReduceOp::kAvg &&
+      (shape.kind == CollectiveKind::kAllReduce || shape.kind == CollectiveKind::kReduceScatter))
+    finalize_avg(op.call.recv, shape.output_count(), op.call.dtype, shape.ranks);
+  op.complete = true;
+  while (!active_.empty() && active_.front()->complete) active_.pop_front();
+  if (!active_.empty()) return;
+  // No collective holds staging now: keep one arena large enough for next time.
+  if (arena_need_ > arena_.size()) arena_.resize(arena_need_);
+  overflow_.clear();
+  arena_used_ = arena_need_ = 0;
+}
+
+void GlooComm::fail(const std::string& msg, bool timeout) {
+  broken_ = msg;
+  if (timeout) throw TimeoutError(msg);
+  throw Error(msg);
+}
+
+void GlooComm::wait(Op& op) {
+  check_usable();
+  while (!op.complete) {
+    if (auto c = waiters_.next(timeout())) {
+      on_completion(*c);
+      continue;
+    }
+    // Nothing completed for a whole timeout: name the oldest step in flight.
+    std::string at = "after its last step";
+    if (!op.inflight.empty()) {
+      const auto& [id, t] = *op.inflight.begin();
+      at = fmt::format("{}, waiting for rank {}", where(op, id, t.step), t.step.peer);
+    }
+    fail(fmt::format("rank {}: timed out after {} ms in {}", rank(), timeout().count(),
+                     op.inflight.empty() ? collective_name(op.call.shape.kind) : at),
+         true);
+  }
+}
+
+bool GlooComm::test(Op& op) {
+  check_usable();
+  while (!op.complete)
+    if (auto c = waiters_.next(std::chrono::milliseconds(0)))
+      on_completion(*c);
+    else
+      break;
+  return op.complete;
+}
+
+void GlooComm::barrier() {
+  // A one-byte all-reduce over direct exchanges: every rank hears from all.
+  std::uint8_t byte = 0;
+  AlgoConfig algo;
+  algo.algo = Algorithm::kDirect;
+  allreduce(&byte, &byte, 1, DataType::kU8, ReduceOp::kMax, algo);
+}
+
+std::unique_ptr<Communicator> GlooComm::split(int color, int key) {
+  const std::uint64_t seq = split_seq_++;
+  std::vector<std::int32_t> mine = {color, key}, all(2 * static_cast<std::size_t>(size()));
+  all_gather(mine.data(), all.data(), 2, DataType::kI32);
+  std::vector<std::pair<int, int>> members;  // (key, rank) of my color
+  for (int r = 0; r < size(); ++r)
+    if (all[2 * r] == color && color >= 0) members.push_back({all[2 * r + 1], r});
+  if (color < 0) return nullptr;
+  std::sort(members.begin(), members.end());
+  int my_rank = 0;
+  while (members[my_rank].second != rank()) ++my_rank;
+  const auto prefix = fmt::format("{}/split{}/color{}", prefix_, seq, color);
+  auto ctx = connect(*world_, prefix, my_rank, static_cast<int>(members.size()), timeout());
+  return make_gloo_comm(world_, std::move(ctx), prefix, timeout());
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_gloo_comm(std::shared_ptr<GlooWorld> world,
+                                             std::shared_ptr<gloo::Context> context,
+                                             std::string prefix,
+                                             std::chrono::milliseconds timeout) {
+  return std::make_unique<GlooComm>(std::move(world), std::move(context), std::move(prefix),
+                                    timeout);
+}
+
+}  // namespace cclab::coll::detail

@@ -1,0 +1,100 @@
+// Rendezvous of the gloo backend: the store named by the Rendezvous spec, a
+// prefix per communicator, a TCP device bound to the rank's address, and a
+// full mesh of pairs connected through the store.
+#include <filesystem>
+#include <system_error>
+
+#include <fmt/format.h>
+#include <gloo/common/error.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/rendezvous/redis_store.h>
+#include <gloo/transport/tcp/device.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include "cclab/collectives/error.h"
+#include "cclab/collectives/gloo.h"
+#include "gloo_comm.h"
+
+namespace cclab::coll {
+namespace detail {
+
+struct GlooWorld {
+  Rendezvous rendezvous;
+  std::unique_ptr<gloo::rendezvous::Store> store;
+  std::shared_ptr<gloo::transport::Device> device;
+};
+
+namespace {
+
+std::unique_ptr<gloo::rendezvous::Store> open_store(const Rendezvous& r) {
+  if (r.kind == Rendezvous::Kind::kFile) {
+    std::error_code ec;
+    std::filesystem::create_directories(r.path, ec);
+    if (ec)
+      throw IoError(
+          fmt::format("rendezvous {}: cannot create the directory: {}", r.spec(), ec.message()));
+    return std::make_unique<gloo::rendezvous::FileStore>(r.path);
+  }
+  try {
+    return std::make_unique<gloo::rendezvous::RedisStore>(r.host, r.port);
+  } catch (const std::exception& e) {
+    throw IoError(
+        fmt::format("rendezvous {}: cannot reach the Redis server: {}", r.spec(), e.what()));
+  }
+}
+
+std::string hostname() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return "localhost";
+  return name;
+}
+
+}  // namespace
+
+std::shared_ptr<gloo::Context> connect(GlooWorld& world, const std::string& prefix, int rank,
+                                       int size, std::chrono::milliseconds timeout) {
+  auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
+  ctx->setTimeout(timeout);
+  gloo::rendezvous::PrefixStore store(prefix, *world.store);
+  try {
+    ctx->connectFullMesh(store, world.device);
+  } catch (const gloo::IoException& e) {
+    // Gloo names the store keys it waited for; a key is a rank.
+    throw TimeoutError(
+        fmt::format("rank {}: rendezvous via {} (prefix '{}') of {} ranks failed "
+                    "within {} ms: {}",
+                    rank, world.rendezvous.spec(), prefix, size, timeout.count(), e.what()));
+  } catch (const gloo::Exception& e) {
+    throw Error(fmt::format("rank {}: rendezvous via {} (prefix '{}') failed: {}", rank,
+                            world.rendezvous.spec(), prefix, e.what()));
+  }
+  return ctx;
+}
+
+}  // namespace detail
+
+std::unique_ptr<Communicator> make_gloo_communicator(const GlooOptions& o) {
+  if (o.world_size < 1 || o.rank < 0 || o.rank >= o.world_size)
+    throw InvalidArgument(fmt::format("gloo: rank {} is outside [0, {})", o.rank, o.world_size));
+  // Gloo's sockets do not ignore SIGPIPE: a write to a dead peer would kill us
+  // instead of failing the transfer.
+  signal(SIGPIPE, SIG_IGN);
+  auto world = std::make_shared<detail::GlooWorld>();
+  world->rendezvous = o.rendezvous;
+  world->store = detail::open_store(o.rendezvous);
+  gloo::transport::tcp::attr attr;
+  attr.hostname = o.host.empty() ? detail::hostname() : o.host;
+  try {
+    world->device = gloo::transport::tcp::CreateDevice(attr);
+  } catch (const std::exception& e) {
+    throw IoError(
+        fmt::format("gloo: cannot bind a TCP device to '{}': {}", attr.hostname, e.what()));
+  }
+  auto ctx = detail::connect(*world, o.prefix, o.rank, o.world_size, o.timeout);
+  return detail::make_gloo_comm(std::move(world), std::move(ctx), o.prefix, o.timeout);
+}
+
+}  // namespace cclab::coll

@@ -1,0 +1,34 @@
+// The gloo backend: one process per rank, schedules executed over Gloo's TCP
+// transport. Ranks meet through a Gloo store (a file store on a shared
+// directory or a Redis server), connect a full mesh of TCP pairs, and then
+// run every schedule's sends and receives as Gloo unbound-buffer transfers,
+// several in flight at once. Built only when Gloo is found (CCLAB_HAVE_GLOO).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "cclab/collectives/cluster_env.h"
+#include "cclab/collectives/communicator.h"
+
+namespace cclab::coll {
+
+struct GlooOptions {
+  int rank = 0;
+  int world_size = 1;
+  Rendezvous rendezvous;
+  // Key prefix in the store, so several communicators (and runs) coexist.
+  std::string prefix = "cclab";
+  // Address this rank's transport binds to (e.g. 127.0.0.1); empty: the hostname.
+  std::string host;
+  // Every wait: rendezvous, each transfer, barrier.
+  std::chrono::milliseconds timeout{30000};
+};
+
+// Rendezvous and full-mesh connection; blocks until every rank has joined or
+// the timeout passes (TimeoutError naming the ranks that never came). Ignores
+// SIGPIPE for the process: a write to a dead peer must be an error, not a kill.
+std::unique_ptr<Communicator> make_gloo_communicator(const GlooOptions& options);
+
+}  // namespace cclab::coll
