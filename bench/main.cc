@@ -11,11 +11,13 @@
 #include "cclab/collectives/cli.h"
 #include "cclab/collectives/error.h"
 #include "cclab/sim/cli.h"
+#include "launch.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"cclab: collective communication toolkit", "cclab"};
   app.require_subcommand(1);
   cclab::bench::add_bench_command(app);
+  cclab::bench::add_launch_command(app);
   cclab::coll::add_check_command(app);
   cclab::sim::add_sim_command(app);
   try {
