@@ -184,13 +184,18 @@ bool GlooComm::issue(Op& op, std::int64_t id, const Step& s) {
   // Both sides see the same size, so both skip an empty message alike.
   if (bytes == 0) return true;
   Transfer t{s, nullptr, nullptr};
-  if (s.kind == StepKind::kSend) {
-    t.buf = ctx_->createUnboundBuffer(address(op, s.src), bytes);
-    t.buf->send(s.peer, slot(op.seq, rank(), s.peer, op.sends_to[s.peer]++));
-  } else {
-    t.staging = s.kind == StepKind::kRecvReduce ? staging(bytes) : nullptr;
-    t.buf = ctx_->createUnboundBuffer(t.staging ? t.staging : address(op, s.dst), bytes);
-    t.buf->recv(s.peer, slot(op.seq, s.peer, rank(), op.recvs_from[s.peer]++));
+  try {
+    if (s.kind == StepKind::kSend) {
+      t.buf = ctx_->createUnboundBuffer(address(op, s.src), bytes);
+      t.buf->send(s.peer, slot(op.seq, rank(), s.peer, op.sends_to[s.peer]++));
+    } else {
+      t.staging = s.kind == StepKind::kRecvReduce ? staging(bytes) : nullptr;
+      t.buf = ctx_->createUnboundBuffer(t.staging ? t.staging : address(op, s.dst), bytes);
+      t.buf->recv(s.peer, slot(op.seq, s.peer, rank(), op.recvs_from[s.peer]++));
+    }
+  } catch (const std::exception& e) {  // the pair to that peer is already broken
+    fail(fmt::format("rank {}: lost rank {} in {}: {}", rank(), s.peer, where(op, id, s), e.what()),
+         false);
   }
   waiters_.submit(t.buf.get(), s.kind != StepKind::kSend, op.seq, id);
   op.inflight.emplace(id, std::move(t));
