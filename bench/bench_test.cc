@@ -73,7 +73,7 @@ TEST(Resolve, RejectsBadValuesNamingTheFlag) {
   expect_invalid(with([](auto& f) { f.dtype = "f8"; }), "--dtype");
   expect_invalid(with([](auto& f) { f.op = "xor"; }), "--op");
   expect_invalid(with([](auto& f) { f.coll = "alltoall"; }), "--coll");
-  expect_invalid(with([](auto& f) { f.backend = "gloo"; }), "--backend: unknown backend 'gloo'");
+  expect_invalid(with([](auto& f) { f.backend = "mpi"; }), "--backend: unknown backend 'mpi'");
   expect_invalid(with([](auto& f) { f.min_bytes = "2K", f.max_bytes = "1K"; }),
                  "-b/--minbytes: 2K is larger than -e/--maxbytes 1K");
   expect_invalid(with([](auto& f) { f.ranks = 0; }), "--ranks: must be at least 1 (got 0)");
