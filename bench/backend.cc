@@ -1,8 +1,13 @@
 #include "backend.h"
 
+#include <algorithm>
 #include <array>
+#include <cerrno>
+#include <cstring>
+#include <thread>
 
 #include <fmt/format.h>
+#include <sched.h>
 
 #include "cclab/collectives/cluster_env.h"
 #include "cclab/collectives/error.h"
@@ -17,14 +22,20 @@ namespace {
 // All ranks as threads of this process over shared memory.
 class ThreadsBackend final : public Backend {
  public:
-  ThreadsBackend(int ranks, std::chrono::milliseconds timeout)
-      : world_(ranks, coll::ThreadsOptions{timeout}) {}
+  ThreadsBackend(int ranks, std::chrono::milliseconds timeout, bool pin)
+      : world_(ranks, coll::ThreadsOptions{timeout}), pin_(pin) {}
   std::string_view name() const override { return "threads"; }
   int ranks() const override { return world_.size(); }
-  void run(const std::function<void(coll::Communicator&)>& fn) override { world_.run(fn); }
+  void run(const std::function<void(coll::Communicator&)>& fn) override {
+    world_.run([&](coll::Communicator& comm) {
+      if (pin_) pin_to_core(comm.rank());
+      fn(comm);
+    });
+  }
 
  private:
   coll::ThreadsWorld world_;
+  bool pin_;
 };
 
 // This process's identity, or an error saying how to provide one.
@@ -58,6 +69,8 @@ class GlooBackend final : public Backend {
     g.prefix = fmt::format("cclab/{}/world", env("CCLAB_RUN_ID").value_or("run"));
     g.host = !o.bind.empty() ? o.bind : env("CCLAB_BIND").value_or(id.host);
     g.timeout = o.timeout;
+    // Before Gloo starts its threads, so that they inherit the core.
+    if (o.pin) pin_to_core(id.rank);
     comm_ = coll::make_gloo_communicator(g);
   }
   std::string_view name() const override { return "gloo"; }
@@ -81,7 +94,7 @@ struct Entry {
 constexpr std::array kBackends = {
     Entry{"threads", false,
           [](const BackendOptions& o) -> std::unique_ptr<Backend> {
-            return std::make_unique<ThreadsBackend>(o.ranks, o.timeout);
+            return std::make_unique<ThreadsBackend>(o.ranks, o.timeout, o.pin);
           }},
 #ifdef CCLAB_HAVE_GLOO
     Entry{"gloo", true,
@@ -98,6 +111,16 @@ const Entry* find(std::string_view name) {
 }
 
 }  // namespace
+
+void pin_to_core(int rank) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(rank % cores, &set);
+  if (sched_setaffinity(0, sizeof(set), &set) != 0)
+    throw Error(fmt::format("--pin: cannot pin rank {} to core {}: {}", rank, rank % cores,
+                            std::strerror(errno)));
+}
 
 std::string backend_names() {
   std::string s;

@@ -40,7 +40,12 @@ struct BackendOptions {
   std::chrono::milliseconds timeout{30000};
   std::string rendezvous;  // --rendezvous; empty: from the environment
   std::string bind;        // --bind; empty: CCLAB_BIND, TF_CONFIG's host, or the hostname
+  bool pin = false;        // --pin: rank r runs on core r % cores
 };
+
+// Pins the calling thread (and threads it starts later) to core rank % cores;
+// throws Error naming --pin when the kernel refuses.
+void pin_to_core(int rank);
 
 // Throws InvalidArgument naming --backend and the allowed names.
 void check_backend_name(std::string_view name);

@@ -34,7 +34,11 @@ void add_run_options(CLI::App& cmd, BenchFlags& f) {
 void add_collective_options(CLI::App& cmd, BenchFlags& f) {
   cmd.add_option("--coll", f.coll, "allreduce, reducescatter, allgather or broadcast")
       ->capture_default_str();
-  cmd.add_option("--algo", f.algo, "Comma-separated algorithms, or all")->capture_default_str();
+  cmd.add_option("--algo", f.algo,
+                 "Comma-separated algorithms: ours, all (= ours), and with --backend gloo "
+                 "Gloo's own (gloo-ring, gloo-ring-chunked, gloo-hd, gloo-bcube, gloo-fn-ring, "
+                 "gloo-fn-bcube)")
+      ->capture_default_str();
   cmd.add_option("-d,--dtype", f.dtype, "Element type (" + coll::dtype_names() + ")")
       ->capture_default_str();
   cmd.add_option("-o,--op", f.op, "Reduction (" + coll::op_names() + ")")->capture_default_str();
@@ -58,6 +62,9 @@ void add_sweep_options(CLI::App& cmd, BenchFlags& f) {
   cmd.add_option("-w,--warmup", f.warmup, "Untimed iterations per row")->capture_default_str();
   cmd.add_option("-c,--check", f.check, "Check results (1) or not (0)")->capture_default_str();
   cmd.add_option("--json", f.json_path, "Also write the results to this JSON file");
+  cmd.add_flag("--compare", f.compare,
+               "A line per size: our best algorithm vs the best peer (needs a peer in --algo)");
+  cmd.add_flag("--pin", f.pin, "Pin rank r to core r % cores (sched_setaffinity)");
 }
 
 // Fails before the sweep rather than after it.
@@ -92,6 +99,7 @@ int run_bench(const BenchConfig& config, std::ostream& out, std::ostream& err,
   options.timeout = config.timeout;
   options.rendezvous = flags.rendezvous;
   options.bind = flags.bind;
+  options.pin = config.pin;
   auto backend = make_backend(config.backend, options);
   if (!backend->reports()) {
     run_sweep(config, *backend);  // rank 0 prints; the others only take part

@@ -9,6 +9,7 @@
 
 #include "backend.h"
 #include "cclab/collectives/error.h"
+#include "peers.h"
 
 namespace cclab::bench {
 namespace {
@@ -47,7 +48,10 @@ Algorithm parse_one_algo(std::string_view name, CollectiveKind kind) {
   const auto what = is_algorithm_name(name) ? fmt::format("'{}' does not apply to {}", name,
                                                           coll::collective_name(kind))
                                             : fmt::format("unknown algorithm '{}'", name);
-  invalid("--algo", fmt::format("{} (allowed: {}, or all)", what, names_of(allowed)));
+  std::string peers;
+  for (auto p : kGlooPeers) peers += fmt::format("{}{}", peers.empty() ? "" : ", ", p);
+  invalid("--algo", fmt::format("{} (allowed: {}, or all; with --backend gloo also {})", what,
+                                names_of(allowed), peers));
 }
 
 // The cross-group all-reduce of the hierarchical algorithm: any flat all-reduce.
@@ -139,16 +143,42 @@ std::vector<Algorithm> parse_algo_list(std::string_view text, CollectiveKind kin
   return algos;
 }
 
+void parse_algo_choice(std::string_view text, BenchConfig& c) {
+  // Ours go through parse_algo_list (which checks them against --coll); "all"
+  // stands for every one of ours, never for the peers.
+  std::string ours;
+  const auto add_ours = [&](std::string_view name) {
+    ours += fmt::format("{}{}", ours.empty() ? "" : ",", name);
+  };
+  while (true) {
+    const auto comma = text.find(',');
+    const auto item = text.substr(0, comma);
+    if (is_peer_name(item)) {
+      check_peer(item, c);
+      if (std::find(c.peers.begin(), c.peers.end(), item) == c.peers.end())
+        c.peers.emplace_back(item);
+    } else if (item == "all") {
+      for (auto a : coll::algorithms_for(c.coll)) add_ours(coll::algorithm_name(a));
+    } else {
+      add_ours(item);
+    }
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
+  c.algos =
+      ours.empty() && !c.peers.empty() ? std::vector<Algorithm>{} : parse_algo_list(ours, c.coll);
+}
+
 BenchConfig resolve(const BenchFlags& f) {
   BenchConfig c;
   check_backend_name(f.backend);
   c.backend = f.backend;
   c.ranks = at_least(f.ranks, 1, "--ranks");
   c.coll = coll::parse_collective(f.coll, "--coll");
-  c.algos = parse_algo_list(f.algo, c.coll);
   resolve_sizes(f, c);
   c.dtype = coll::parse_dtype(f.dtype, "--dtype");
   c.op = coll::parse_op(f.op, "--op");
+  parse_algo_choice(f.algo, c);
   if (f.root < 0 || f.root >= c.ranks)
     invalid("--root", fmt::format("{} is not a rank (allowed: 0 to {})", f.root, c.ranks - 1));
   c.root = f.root;
@@ -163,6 +193,10 @@ BenchConfig resolve(const BenchFlags& f) {
   c.inner = parse_inner(f.inner);
   c.timeout = std::chrono::milliseconds(at_least(f.timeout_ms, 1, "--timeout-ms"));
   c.json_path = f.json_path;
+  c.compare = f.compare;
+  if (c.compare && (c.algos.empty() || c.peers.empty()))
+    invalid("--compare", "needs ours and at least one peer in --algo (e.g. --algo all,gloo-ring)");
+  c.pin = f.pin;
   preflight(c);
   return c;
 }

@@ -20,7 +20,7 @@ struct BenchFlags {
   std::string backend = "threads";
   int ranks = 2;
   std::string coll = "allreduce";
-  std::string algo = "all";  // comma list or "all"
+  std::string algo = "all";  // comma list of ours, "all" (ours) and peers (gloo-*)
   std::string min_bytes = "1K";
   std::string max_bytes = "64M";
   int step_factor = 4;
@@ -38,6 +38,8 @@ struct BenchFlags {
   std::string json_path;
   std::string rendezvous;  // process backends
   std::string bind;        // process backends
+  bool compare = false;    // a summary line per size: our best vs the best peer
+  bool pin = false;        // rank r on core r % cores
 };
 
 // A validated sweep configuration.
@@ -45,7 +47,8 @@ struct BenchConfig {
   std::string backend = "threads";
   int ranks = 2;
   coll::CollectiveKind coll = coll::CollectiveKind::kAllReduce;
-  std::vector<coll::Algorithm> algos;
+  std::vector<coll::Algorithm> algos;  // ours
+  std::vector<std::string> peers;      // other implementations (see peers.h)
   std::uint64_t min_bytes = 1024;
   std::uint64_t max_bytes = 64 << 20;
   std::uint64_t step_factor = 4;
@@ -61,6 +64,8 @@ struct BenchConfig {
   coll::Algorithm inner = coll::Algorithm::kRing;
   std::chrono::milliseconds timeout{30000};
   std::string json_path;
+  bool compare = false;
+  bool pin = false;
 
   // The algorithm choice for one row of the sweep.
   coll::AlgoConfig algo_config(coll::Algorithm algo) const;
@@ -75,6 +80,8 @@ std::uint64_t parse_size_bytes(std::string_view text, std::string_view flag);
 
 // "ring,tree" or "all" -> algorithms, each checked against the collective.
 std::vector<coll::Algorithm> parse_algo_list(std::string_view text, coll::CollectiveKind coll);
+// "all,gloo-ring" -> c.algos (ours) and c.peers; needs c.backend, coll, dtype, op.
+void parse_algo_choice(std::string_view text, BenchConfig& c);
 
 // One size of the sweep. For reducescatter and allgather both columns describe
 // the larger buffer (the reduce-scatter input, the all-gather output): `count`

@@ -64,10 +64,17 @@ void print_header(std::ostream& out, const BenchConfig& c) {
 }
 
 void print_row(std::ostream& out, const BenchConfig& c, const SweepRow& r) {
+  if (!r.skipped.empty()) {
+    out << ' '
+        << fmt::format("{:>11} {:>12} {:>5} {:>6} {:>7}  skipped: {}", r.bytes, r.count,
+                       coll::dtype_name(c.dtype), redop_name(c), algo_label(r), r.skipped)
+        << '\n';
+    return;
+  }
   const std::string wrong = r.wrong ? std::to_string(*r.wrong) : "N/A";
   out << ' '
       << fmt::format(kColumns, r.bytes, r.count, coll::dtype_name(c.dtype), redop_name(c),
-                     coll::algorithm_name(r.algo), fmt::format("{:.2f}", r.time_us_median),
+                     algo_label(r), fmt::format("{:.2f}", r.time_us_median),
                      fmt::format("{:.2f}", r.algbw_gbps), fmt::format("{:.2f}", r.busbw_gbps),
                      wrong)
       << '\n';
@@ -76,6 +83,7 @@ void print_row(std::ostream& out, const BenchConfig& c, const SweepRow& r) {
 nlohmann::json config_json(const BenchConfig& c) {
   std::vector<std::string> algos;
   for (auto a : c.algos) algos.emplace_back(coll::algorithm_name(a));
+  for (const auto& p : c.peers) algos.push_back(p);
   return {{"backend", c.backend},
           {"ranks", c.ranks},
           {"coll", coll::collective_name(c.coll)},
@@ -94,22 +102,26 @@ nlohmann::json config_json(const BenchConfig& c) {
           {"group_size", c.group_size},
           {"inner", coll::algorithm_name(c.inner)},
           {"timeout_ms", c.timeout.count()},
-          {"json", c.json_path}};
+          {"json", c.json_path},
+          {"pin", c.pin}};
 }
 
 nlohmann::json row_json(const BenchConfig& c, const SweepRow& r) {
-  return {{"size_bytes", r.bytes},
-          {"count", r.count},
-          {"type", coll::dtype_name(c.dtype)},
-          {"redop", redop_name(c)},
-          {"algo", coll::algorithm_name(r.algo)},
-          {"time_us_min", r.time_us_min},
-          {"time_us_median", r.time_us_median},
-          {"time_us_max", r.time_us_max},
-          {"iters", r.iters},
-          {"algbw_gbps", r.algbw_gbps},
-          {"busbw_gbps", r.busbw_gbps},
-          {"wrong", r.wrong ? nlohmann::json(*r.wrong) : nlohmann::json(nullptr)}};
+  nlohmann::json row = {{"size_bytes", r.bytes},
+                        {"count", r.count},
+                        {"type", coll::dtype_name(c.dtype)},
+                        {"redop", redop_name(c)},
+                        {"algo", algo_label(r)},
+                        {"peer", !r.peer.empty()},
+                        {"time_us_min", r.time_us_min},
+                        {"time_us_median", r.time_us_median},
+                        {"time_us_max", r.time_us_max},
+                        {"iters", r.iters},
+                        {"algbw_gbps", r.algbw_gbps},
+                        {"busbw_gbps", r.busbw_gbps},
+                        {"wrong", r.wrong ? nlohmann::json(*r.wrong) : nlohmann::json(nullptr)}};
+  if (!r.skipped.empty()) row["skipped"] = r.skipped;
+  return row;
 }
 
 std::string cpu_model() {
@@ -130,21 +142,49 @@ std::string hostname() {
   return name;
 }
 
+// Per size: our fastest row against the fastest peer row, by median time.
+void print_compare(std::ostream& out, const std::vector<SweepRow>& rows) {
+  out << "# compare: per size, our best vs the best peer; ratio = peer time / our time (> 1: "
+         "ours is faster)\n";
+  for (std::size_t i = 0; i < rows.size();) {
+    const SweepRow *ours = nullptr, *peer = nullptr;
+    const std::uint64_t bytes = rows[i].bytes;
+    for (; i < rows.size() && rows[i].bytes == bytes; ++i) {
+      const SweepRow& r = rows[i];
+      if (!r.skipped.empty()) continue;
+      const SweepRow*& best = r.peer.empty() ? ours : peer;
+      if (best == nullptr || r.time_us_median < best->time_us_median) best = &r;
+    }
+    if (ours == nullptr || peer == nullptr) {
+      out << fmt::format("# compare {:>11} B: no {} row\n", bytes, ours ? "peer" : "own");
+      continue;
+    }
+    out << fmt::format(
+        "# compare {:>11} B: ours {:>6} {:>10.2f} us, peer {:>17} {:>10.2f} us, "
+        "ratio {:.2f}x\n",
+        bytes, algo_label(*ours), ours->time_us_median, algo_label(*peer), peer->time_us_median,
+        peer->time_us_median / ours->time_us_median);
+  }
+}
+
 }  // namespace
 
 void print_table(std::ostream& out, const BenchConfig& config, const std::vector<SweepRow>& rows) {
   print_header(out, config);
   double busbw_sum = 0;
+  std::size_t ran = 0;
   for (const auto& r : rows) {
     print_row(out, config, r);
     busbw_sum += r.busbw_gbps;
+    ran += r.skipped.empty() ? 1 : 0;
   }
   if (config.check) {
     const auto wrong = total_wrong(rows);
     out << fmt::format("# #wrong total: {} ({})\n", wrong, wrong == 0 ? "OK" : "FAILED");
   }
-  if (!rows.empty())
-    out << fmt::format("# avg busbw: {:.2f} GB/s\n", busbw_sum / static_cast<double>(rows.size()));
+  if (config.compare) print_compare(out, rows);
+  if (ran > 0)
+    out << fmt::format("# avg busbw: {:.2f} GB/s\n", busbw_sum / static_cast<double>(ran));
 }
 
 nlohmann::json to_json(const BenchConfig& config, const std::vector<SweepRow>& rows) {

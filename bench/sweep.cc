@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "check.h"
+#include "peers.h"
 
 namespace cclab::bench {
 namespace {
@@ -120,8 +121,10 @@ class RankRunner {
     // Out of place the inputs are written once; calls never modify them.
     if (!config_.in_place)
       buffers_.fill_input(expect_, buffers_.call(shape_for(config_, sizes_.back().count), {}));
-    for (const auto& size : sizes_)
+    for (const auto& size : sizes_) {
       for (auto algo : config_.algos) run_row(size, algo);
+      for (const auto& peer : config_.peers) run_peer_row(size, peer);
+    }
   }
 
  private:
@@ -130,35 +133,68 @@ class RankRunner {
     if (config_.check) check(call);
     if (config_.in_place) buffers_.fill_input(expect_, call);
     for (int i = 0; i < config_.warmup; ++i) run_collective(comm_, config_, call);
-    for (int i = 0; i < config_.iters; ++i) shared_.times_us[slot(i)] = timed_call(call);
-    if (!shared_memory_) return exchange_row(size, algo);
+    const auto run = [&] { run_collective(comm_, config_, call); };
+    for (int i = 0; i < config_.iters; ++i) shared_.times_us[slot(i)] = timed_call(run);
+    finish_row(new_row(size, algo, ""));
+  }
+
+  // A peer runs in place on the output buffer; it is built for this size
+  // only (Gloo's classic algorithms allocate and connect when constructed).
+  void run_peer_row(const SizePoint& size, const std::string& peer) {
+    SweepRow row = new_row(size, coll::Algorithm::kRing, peer);
+    row.skipped = peer_skip_reason(peer, config_.ranks, size.bytes);
+    if (!row.skipped.empty()) {  // every rank decides alike, so nobody runs it
+      if (rank_ == 0) shared_.rows.push_back(row);
+      return;
+    }
+    Call call = buffers_.call(shape_for(config_, size.count), coll::Algorithm::kRing);
+    call.send = call.recv;
+    const auto run = make_peer(comm_, peer, call.recv, call.shape.count, config_);
+    if (config_.check) {
+      buffers_.fill_input(expect_, call);
+      run();
+      shared_.wrong[rank_] = expect_.count_wrong(call.shape, rank_, call.recv);
+    }
+    for (int i = 0; i < config_.warmup; ++i) run();
+    for (int i = 0; i < config_.iters; ++i) shared_.times_us[slot(i)] = timed_call(run);
+    finish_row(row);
+  }
+
+  SweepRow new_row(const SizePoint& size, coll::Algorithm algo, const std::string& peer) const {
+    SweepRow row;
+    row.bytes = size.bytes;
+    row.count = size.count;
+    row.algo = algo;
+    row.peer = peer;
+    return row;
+  }
+
+  void finish_row(SweepRow row) {
+    if (!shared_memory_) return exchange_row(std::move(row));
     comm_.barrier();  // every rank's times and wrong count are written
-    if (rank_ == 0) shared_.rows.push_back(make_row(size, algo));
+    if (rank_ == 0) shared_.rows.push_back(make_row(std::move(row)));
     comm_.barrier();  // rank 0 has read them before anyone overwrites them
   }
 
   // Ranks in separate processes: the row's figures travel by collectives. A
   // call's time is the maximum over ranks, iteration by iteration.
-  void exchange_row(const SizePoint& size, coll::Algorithm algo) {
+  void exchange_row(SweepRow row) {
     double* mine = &shared_.times_us[slot(0)];
     comm_.allreduce(mine, mine, config_.iters, coll::DataType::kF64, coll::ReduceOp::kMax);
     std::int64_t wrong = static_cast<std::int64_t>(shared_.wrong[rank_]);
     if (config_.check)
       comm_.allreduce(&wrong, &wrong, 1, coll::DataType::kI64, coll::ReduceOp::kSum);
     if (rank_ != 0) return;
-    SweepRow row;
-    row.bytes = size.bytes;
-    row.count = size.count;
-    row.algo = algo;
     summarize(std::vector<double>(mine, mine + config_.iters), config_, row);
     if (config_.check) row.wrong = static_cast<std::uint64_t>(wrong);
     shared_.rows.push_back(row);
   }
 
-  double timed_call(const Call& call) {
+  template <typename Run>
+  double timed_call(const Run& run) {
     comm_.barrier();
     const auto start = std::chrono::steady_clock::now();
-    run_collective(comm_, config_, call);
+    run();
     const auto stop = std::chrono::steady_clock::now();
     return std::chrono::duration<double, std::micro>(stop - start).count();
   }
@@ -185,11 +221,7 @@ class RankRunner {
     comm_.barrier();  // nobody writes an output before all comparisons are done
   }
 
-  SweepRow make_row(const SizePoint& size, coll::Algorithm algo) const {
-    SweepRow row;
-    row.bytes = size.bytes;
-    row.count = size.count;
-    row.algo = algo;
+  SweepRow make_row(SweepRow row) const {
     std::vector<double> times(config_.iters, 0.0);
     for (int r = 0; r < config_.ranks; ++r)
       for (int i = 0; i < config_.iters; ++i)
@@ -218,6 +250,10 @@ class RankRunner {
 };
 
 }  // namespace
+
+std::string algo_label(const SweepRow& row) {
+  return row.peer.empty() ? std::string(coll::algorithm_name(row.algo)) : row.peer;
+}
 
 void summarize(std::vector<double> times_us, const BenchConfig& config, SweepRow& row) {
   std::sort(times_us.begin(), times_us.end());

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "backend.h"
@@ -21,7 +22,9 @@ namespace cclab::bench {
 struct SweepRow {
   std::uint64_t bytes = 0;
   std::uint64_t count = 0;
-  coll::Algorithm algo = coll::Algorithm::kRing;
+  coll::Algorithm algo = coll::Algorithm::kRing;  // ours, when peer is empty
+  std::string peer;                               // a peer's name (see peers.h)
+  std::string skipped;                            // why the row did not run
   double time_us_min = 0;
   double time_us_median = 0;
   double time_us_max = 0;
@@ -30,6 +33,9 @@ struct SweepRow {
   double busbw_gbps = 0;               // algbw * bus_factor
   std::optional<std::uint64_t> wrong;  // empty when the check is off
 };
+
+// The algorithm column: ours by name, or the peer's name.
+std::string algo_label(const SweepRow& row);
 
 // Runs the whole sweep in one backend.run() and returns the rows, size-major.
 std::vector<SweepRow> run_sweep(const BenchConfig& config, Backend& backend);

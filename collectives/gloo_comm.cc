@@ -87,6 +87,7 @@ class GlooComm final : public Communicator {
 
   void wait(Op& op);
   bool test(Op& op);
+  const std::shared_ptr<gloo::Context>& context() const { return ctx_; }
 
  private:
   bool issue(Op& op, std::int64_t id, const Step& s);
@@ -303,6 +304,12 @@ std::unique_ptr<Communicator> make_gloo_comm(std::shared_ptr<GlooWorld> world,
                                              std::chrono::milliseconds timeout) {
   return std::make_unique<GlooComm>(std::move(world), std::move(context), std::move(prefix),
                                     timeout);
+}
+
+std::shared_ptr<gloo::Context> gloo_context(Communicator& comm) {
+  auto* gloo = dynamic_cast<GlooComm*>(&comm);
+  if (gloo == nullptr) throw InvalidArgument("Gloo's algorithms need a gloo communicator");
+  return gloo->context();
 }
 
 }  // namespace cclab::coll::detail

@@ -29,4 +29,8 @@ std::unique_ptr<Communicator> make_gloo_comm(std::shared_ptr<GlooWorld> world,
 std::shared_ptr<gloo::Context> connect(GlooWorld& world, const std::string& prefix, int rank,
                                        int size, std::chrono::milliseconds timeout);
 
+// The context of a communicator made by make_gloo_comm (for Gloo's own
+// algorithms); throws InvalidArgument for any other communicator.
+std::shared_ptr<gloo::Context> gloo_context(Communicator& comm);
+
 }  // namespace cclab::coll::detail

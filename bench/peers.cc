@@ -1,0 +1,71 @@
+#include "peers.h"
+
+#include <algorithm>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "cclab/collectives/error.h"
+#ifdef CCLAB_HAVE_GLOO
+#include "cclab/collectives/gloo_peers.h"
+#endif
+
+namespace cclab::bench {
+namespace {
+
+using coll::DataType;
+using coll::ReduceOp;
+
+// gloo::allreduce's ring at >= 4 ranks takes 15-18 s per call at 16 MiB on
+// the 2-core machines (MACHINE.md); above this size a row would take minutes.
+constexpr std::uint64_t kFnRingMaxBytesAt4Ranks = 1 << 20;
+
+}  // namespace
+
+bool is_peer_name(std::string_view name) {
+  return std::find(kGlooPeers.begin(), kGlooPeers.end(), name) != kGlooPeers.end();
+}
+
+void check_peer(std::string_view peer, const BenchConfig& c) {
+  if (c.backend != "gloo")
+    throw InvalidArgument(fmt::format(
+        "--algo: '{}' is one of Gloo's own algorithms; it needs --backend gloo (got {})", peer,
+        c.backend));
+  if (c.coll != coll::CollectiveKind::kAllReduce)
+    throw InvalidArgument(fmt::format("--algo: '{}' is an all-reduce; it does not apply to {}",
+                                      peer, coll::collective_name(c.coll)));
+  const DataType t = c.dtype;
+  if (t != DataType::kF32 && t != DataType::kF64 && t != DataType::kI32 && t != DataType::kI64)
+    throw InvalidArgument(fmt::format(
+        "--dtype: {} is not available to --algo {} (Gloo's algorithms run f32, f64, i32, i64)",
+        coll::dtype_name(t), peer));
+  if (c.op == ReduceOp::kAvg)
+    throw InvalidArgument(fmt::format(
+        "--op: avg is not available to --algo {} (Gloo's algorithms run sum, prod, min, max)",
+        peer));
+}
+
+std::string peer_skip_reason(std::string_view peer, int ranks, std::uint64_t bytes) {
+  // Gloo's bcube pairs ranks at every level: an odd count leaves one alone.
+  if (peer == "gloo-bcube" && ranks % 2 != 0)
+    return fmt::format("gloo::AllreduceBcube needs an even rank count (got {})", ranks);
+  if (peer == "gloo-fn-ring" && ranks >= 4 && bytes > kFnRingMaxBytesAt4Ranks)
+    return fmt::format(
+        "gloo::allreduce's ring takes seconds per call at >= 4 ranks; capped at {} B",
+        kFnRingMaxBytesAt4Ranks);
+  return "";
+}
+
+std::function<void()> make_peer(coll::Communicator& comm, std::string_view peer, void* data,
+                                std::uint64_t count, const BenchConfig& c) {
+#ifdef CCLAB_HAVE_GLOO
+  std::shared_ptr<coll::PeerAllreduce> p =
+      coll::make_gloo_peer(comm, peer, data, count, c.dtype, c.op);
+  return [p] { p->run(); };
+#else
+  (void)comm, (void)data, (void)count, (void)c;
+  throw BackendUnavailable(fmt::format("--algo {}: this build has no Gloo", peer));
+#endif
+}
+
+}  // namespace cclab::bench

@@ -1,0 +1,36 @@
+// Peers in `cclab bench`: other libraries' implementations of a collective,
+// run on the same backend and transport as ours, in the same sweep. Today
+// Gloo's own all-reduce algorithms (names in kGlooPeers, see
+// cclab/collectives/gloo_peers.h), available with --backend gloo.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "cclab/collectives/communicator.h"
+#include "options.h"
+
+namespace cclab::bench {
+
+inline constexpr std::array<std::string_view, 6> kGlooPeers = {
+    "gloo-ring", "gloo-ring-chunked", "gloo-hd", "gloo-bcube", "gloo-fn-ring", "gloo-fn-bcube"};
+
+bool is_peer_name(std::string_view name);
+
+// Checks that the configuration can run `peer` at all; throws InvalidArgument
+// naming the flag (--algo, --backend, --coll, --dtype, --op) otherwise.
+void check_peer(std::string_view peer, const BenchConfig& config);
+
+// Why one row of `peer` is skipped rather than run (empty: it runs). A
+// rank count the peer cannot use is a skipped row, not an error.
+std::string peer_skip_reason(std::string_view peer, int ranks, std::uint64_t bytes);
+
+// One prepared, in-place peer all-reduce of `count` elements at `data`;
+// calling it is collective. Made once per row on every rank in the same order.
+std::function<void()> make_peer(coll::Communicator& comm, std::string_view peer, void* data,
+                                std::uint64_t count, const BenchConfig& config);
+
+}  // namespace cclab::bench

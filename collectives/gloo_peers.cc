@@ -1,0 +1,159 @@
+// Gloo's all-reduce implementations as peers (see cclab/collectives/gloo_peers.h).
+// Each is a template over the element type; this file instantiates the
+// types and reductions both Gloo and cclab have (f32, f64, i32, i64 with
+// sum, prod, min, max) and names the flag for anything else.
+#include "cclab/collectives/gloo_peers.h"
+
+#include <array>
+#include <limits>
+
+#include <fmt/format.h>
+#include <gloo/allreduce.h>
+#include <gloo/allreduce_bcube.h>
+#include <gloo/allreduce_halving_doubling.h>
+#include <gloo/allreduce_ring.h>
+#include <gloo/allreduce_ring_chunked.h>
+#include <gloo/math.h>
+
+#include "cclab/collectives/error.h"
+#include "gloo_comm.h"
+
+namespace cclab::coll {
+namespace {
+
+enum class Kind { kRing, kRingChunked, kHalvingDoubling, kBcube, kFnRing, kFnBcube };
+
+struct PeerName {
+  std::string_view name;
+  Kind kind;
+};
+
+constexpr std::array kPeers = {
+    PeerName{"gloo-ring", Kind::kRing},          PeerName{"gloo-ring-chunked", Kind::kRingChunked},
+    PeerName{"gloo-hd", Kind::kHalvingDoubling}, PeerName{"gloo-bcube", Kind::kBcube},
+    PeerName{"gloo-fn-ring", Kind::kFnRing},     PeerName{"gloo-fn-bcube", Kind::kFnBcube},
+};
+
+const PeerName* find_peer(std::string_view name) {
+  for (const auto& p : kPeers)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+// A classic gloo::Algorithm (constructed once, run() many times).
+class ClassicPeer final : public PeerAllreduce {
+ public:
+  explicit ClassicPeer(std::unique_ptr<gloo::Algorithm> algo) : algo_(std::move(algo)) {}
+  void run() override { algo_->run(); }
+
+ private:
+  std::unique_ptr<gloo::Algorithm> algo_;
+};
+
+// gloo::allreduce with options (and so its unbound buffers) made once.
+class FunctionPeer final : public PeerAllreduce {
+ public:
+  explicit FunctionPeer(gloo::AllreduceOptions opts) : opts_(std::move(opts)) {}
+  void run() override { gloo::allreduce(opts_); }
+
+ private:
+  gloo::AllreduceOptions opts_;
+};
+
+template <typename T>
+const gloo::ReductionFunction<T>* classic_fn(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kProd:
+      return gloo::ReductionFunction<T>::product;
+    case ReduceOp::kMin:
+      return gloo::ReductionFunction<T>::min;
+    case ReduceOp::kMax:
+      return gloo::ReductionFunction<T>::max;
+    default:
+      return gloo::ReductionFunction<T>::sum;
+  }
+}
+
+template <typename T>
+gloo::AllreduceOptions::Func function_fn(ReduceOp op) {
+  using Fn = void (*)(void*, const void*, const void*, std::size_t);
+  switch (op) {
+    case ReduceOp::kProd:
+      return static_cast<Fn>(&gloo::product<T>);
+    case ReduceOp::kMin:
+      return static_cast<Fn>(&gloo::min<T>);
+    case ReduceOp::kMax:
+      return static_cast<Fn>(&gloo::max<T>);
+    default:
+      return static_cast<Fn>(&gloo::sum<T>);
+  }
+}
+
+template <typename T>
+std::unique_ptr<PeerAllreduce> make_typed(const std::shared_ptr<gloo::Context>& ctx, Kind kind,
+                                          T* data, std::uint64_t count, ReduceOp op) {
+  const std::vector<T*> ptrs = {data};
+  const int n = static_cast<int>(count);  // the classic classes count in int
+  switch (kind) {
+    case Kind::kRing:
+      return std::make_unique<ClassicPeer>(
+          std::make_unique<gloo::AllreduceRing<T>>(ctx, ptrs, n, classic_fn<T>(op)));
+    case Kind::kRingChunked:
+      return std::make_unique<ClassicPeer>(
+          std::make_unique<gloo::AllreduceRingChunked<T>>(ctx, ptrs, n, classic_fn<T>(op)));
+    case Kind::kHalvingDoubling:
+      return std::make_unique<ClassicPeer>(
+          std::make_unique<gloo::AllreduceHalvingDoubling<T>>(ctx, ptrs, n, classic_fn<T>(op)));
+    case Kind::kBcube:
+      return std::make_unique<ClassicPeer>(
+          std::make_unique<gloo::AllreduceBcube<T>>(ctx, ptrs, n, classic_fn<T>(op)));
+    case Kind::kFnRing:
+    case Kind::kFnBcube:
+      break;
+  }
+  gloo::AllreduceOptions opts(ctx);
+  opts.setInput(data, count);
+  opts.setOutput(data, count);
+  opts.setReduceFunction(function_fn<T>(op));
+  opts.setAlgorithm(kind == Kind::kFnRing ? gloo::AllreduceOptions::Algorithm::RING
+                                          : gloo::AllreduceOptions::Algorithm::BCUBE);
+  return std::make_unique<FunctionPeer>(std::move(opts));
+}
+
+}  // namespace
+
+std::string gloo_peer_unsupported(std::string_view name, int ranks, DataType t, ReduceOp op) {
+  const auto* peer = find_peer(name);
+  if (peer == nullptr) return fmt::format("unknown Gloo peer '{}'", name);
+  if (t != DataType::kF32 && t != DataType::kF64 && t != DataType::kI32 && t != DataType::kI64)
+    return fmt::format("--dtype {}: Gloo peers run f32, f64, i32, i64", dtype_name(t));
+  if (op == ReduceOp::kAvg)
+    return fmt::format("--op {}: Gloo peers run sum, prod, min, max", op_name(op));
+  // Gloo's bcube groups ranks in pairs at every level; an odd count has no partner.
+  if (peer->kind == Kind::kBcube && ranks % 2 != 0)
+    return fmt::format("gloo::AllreduceBcube needs an even rank count (got {})", ranks);
+  return "";
+}
+
+std::unique_ptr<PeerAllreduce> make_gloo_peer(Communicator& comm, std::string_view name, void* data,
+                                              std::uint64_t count, DataType t, ReduceOp op) {
+  if (auto why = gloo_peer_unsupported(name, comm.size(), t, op); !why.empty())
+    throw InvalidArgument(fmt::format("--algo {}: {}", name, why));
+  if (count > static_cast<std::uint64_t>(std::numeric_limits<int>::max()))
+    throw InvalidArgument(
+        fmt::format("--algo {}: {} elements exceed Gloo's int count", name, count));
+  const auto ctx = detail::gloo_context(comm);
+  const Kind kind = find_peer(name)->kind;
+  switch (t) {
+    case DataType::kF64:
+      return make_typed(ctx, kind, static_cast<double*>(data), count, op);
+    case DataType::kI32:
+      return make_typed(ctx, kind, static_cast<std::int32_t*>(data), count, op);
+    case DataType::kI64:
+      return make_typed(ctx, kind, static_cast<std::int64_t*>(data), count, op);
+    default:
+      return make_typed(ctx, kind, static_cast<float*>(data), count, op);
+  }
+}
+
+}  // namespace cclab::coll

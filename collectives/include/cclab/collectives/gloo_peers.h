@@ -1,0 +1,42 @@
+// Gloo's own all-reduce implementations, run on the context of a gloo
+// communicator, as baselines for ours on the same transport:
+//   gloo-ring          gloo::AllreduceRing (allreduce_ring.h)
+//   gloo-ring-chunked  gloo::AllreduceRingChunked
+//   gloo-hd            gloo::AllreduceHalvingDoubling
+//   gloo-bcube         gloo::AllreduceBcube (even rank counts only)
+//   gloo-fn-ring       gloo::allreduce (allreduce.h), RING
+//   gloo-fn-bcube      gloo::allreduce, BCUBE
+// All run in place. The classic classes set up their buffers (and pairs'
+// slots) when constructed, so a peer is made once per size and run many
+// times. Built only with Gloo (CCLAB_HAVE_GLOO).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "cclab/collectives/communicator.h"
+#include "cclab/collectives/types.h"
+
+namespace cclab::coll {
+
+// One prepared peer all-reduce over fixed memory.
+class PeerAllreduce {
+ public:
+  virtual ~PeerAllreduce() = default;
+  // Collective: every rank of the communicator calls it, in the same order.
+  virtual void run() = 0;
+};
+
+// Why peer `name` cannot run here (empty: it can). Names the flag that
+// chose what it lacks (--dtype, --op) or the rank count.
+std::string gloo_peer_unsupported(std::string_view name, int ranks, DataType t, ReduceOp op);
+
+// Prepares peer `name` over `count` elements at `data` on `comm`, which must
+// be a gloo communicator. Collective (every rank, same order). Throws
+// InvalidArgument when the peer is unknown or unsupported.
+std::unique_ptr<PeerAllreduce> make_gloo_peer(Communicator& comm, std::string_view name, void* data,
+                                              std::uint64_t count, DataType t, ReduceOp op);
+
+}  // namespace cclab::coll
