@@ -11,6 +11,15 @@
 //                                      leaf linked to every spine at `uplink`
 //                                      (default bw); oversubscription is
 //                                      (hosts/leaves*bw) / (spines*uplink)
+//   fat-tree:tiers=3,pods=4,hosts=64,leaves=8,spines=2,cores=4,core=..
+//                                      3 tiers: the leaves split evenly into
+//                                      pods; each pod has its own `spines`
+//                                      (aggregation) switches, each linked to
+//                                      every leaf of its pod at `uplink` and to
+//                                      every one of `cores` core switches at
+//                                      `core` (default uplink). Routes: 2 links
+//                                      in a leaf, 4 in a pod, 6 across pods.
+//                                      tiers=2 (default) is the leaf-spine above
 //   nodes:nodes=4,gpus=8,nvlink=450GBps,nic=400Gbps,lat=2us,nvlat=500ns
 //                                      per node an NVSwitch joining its GPUs at
 //                                      `nvlink`; each GPU has its own NIC (rail)
@@ -154,23 +163,48 @@ Topology make_torus2d(SpecArgs& a) {
 Topology make_fat_tree(SpecArgs& a) {
   const long hosts = a.integer("hosts", 1), leaves = a.integer("leaves", 1);
   const long spines = a.integer("spines", 1);
+  const long tiers = a.has("tiers") ? a.integer("tiers", 2) : 2;
   const double bw = a.bandwidth("bw", kDefaultBw), reduce = a.reduce();
   const double uplink = a.has("uplink") ? a.bandwidth("uplink", "") : bw;
   const Time lat = a.latency("lat", kDefaultLat);
-  a.finish("hosts, leaves, spines, bw, uplink, lat, reduce");
+  long pods = 1, cores = 0;
+  double core_bw = uplink;
+  if (tiers == 3) {
+    pods = a.integer("pods", 1);
+    cores = a.integer("cores", 1);
+    if (a.has("core")) core_bw = a.bandwidth("core", "");
+  }
+  a.finish(tiers == 3 ? "hosts, leaves, spines, tiers, pods, cores, bw, uplink, core, lat, reduce"
+                      : "hosts, leaves, spines, tiers, bw, uplink, lat, reduce (tiers=3: pods, "
+                        "cores, core)");
+  if (tiers != 2 && tiers != 3)
+    throw InvalidArgument(fmt::format("{}: must be 2 or 3 (got {})", a.field("tiers"), tiers));
   if (hosts % leaves != 0)
     throw InvalidArgument(fmt::format("{}: {} hosts do not divide evenly over {} leaves",
                                       a.field("leaves"), hosts, leaves));
+  if (leaves % pods != 0)
+    throw InvalidArgument(fmt::format("{}: {} leaves do not divide evenly over {} pods",
+                                      a.field("pods"), leaves, pods));
   Topology t;
   for (long h = 0; h < hosts; ++h) t.add_endpoint(fmt::format("h{}", h), false, reduce);
-  std::vector<NodeId> spine_ids;
-  for (long s = 0; s < spines; ++s)
-    spine_ids.push_back(t.add_node(NodeKind::kSwitch, fmt::format("spine{}", s), true));
-  for (long l = 0; l < leaves; ++l) {
-    const NodeId leaf = t.add_node(NodeKind::kSwitch, fmt::format("leaf{}", l), true);
-    for (long h = l * (hosts / leaves); h < (l + 1) * (hosts / leaves); ++h)
-      t.add_duplex(t.endpoint(static_cast<int>(h)), leaf, bw, lat);
-    for (NodeId s : spine_ids) t.add_duplex(leaf, s, uplink, lat);
+  std::vector<NodeId> core_ids;
+  for (long c = 0; c < cores; ++c)
+    core_ids.push_back(t.add_node(NodeKind::kSwitch, fmt::format("core{}", c), true));
+  const long per_leaf = hosts / leaves, per_pod = leaves / pods;
+  for (long p = 0; p < pods; ++p) {
+    std::vector<NodeId> spine_ids;
+    for (long s = 0; s < spines; ++s) {
+      const std::string name =
+          tiers == 3 ? fmt::format("pod{}.spine{}", p, s) : fmt::format("spine{}", s);
+      spine_ids.push_back(t.add_node(NodeKind::kSwitch, name, true));
+      for (NodeId c : core_ids) t.add_duplex(spine_ids.back(), c, core_bw, lat);
+    }
+    for (long l = p * per_pod; l < (p + 1) * per_pod; ++l) {
+      const NodeId leaf = t.add_node(NodeKind::kSwitch, fmt::format("leaf{}", l), true);
+      for (long h = l * per_leaf; h < (l + 1) * per_leaf; ++h)
+        t.add_duplex(t.endpoint(static_cast<int>(h)), leaf, bw, lat);
+      for (NodeId s : spine_ids) t.add_duplex(leaf, s, uplink, lat);
+    }
   }
   return t;
 }

@@ -1,6 +1,9 @@
 // Simulator speed under Google Benchmark: how many engine events and schedule
 // steps per second of wall time the simulator processes on large cases.
 //   ring, 4 chunks, 1024 ranks on one switch (8.4M steps)
+//   the same on a 3-tier fat tree: 8 pods of 4 leaves of 32 hosts, 4 spines
+//   per pod, 4 cores; uplinks at 50 Gbps (8:1 at the leaves), so the flows
+//   that leave a leaf share links (contention)
 //   hier (g = 8, inner ring) on nodes:nodes=N,gpus=8 (N = 256 and 2048)
 // The topology is built once per case; each iteration builds the schedule and
 // simulates it (schedules are lazy: generating them is part of the replay).
@@ -40,6 +43,12 @@ void simulate_case(benchmark::State& state, const std::string& spec, Algorithm a
 void BM_SimRing1024Switch(benchmark::State& state) {
   simulate_case(state, "switch:n=1024,bw=100Gbps,lat=1us", Algorithm::kRing, 4, 0);
 }
+void BM_SimRing1024FatTree3(benchmark::State& state) {
+  simulate_case(state,
+                "fat-tree:tiers=3,pods=8,hosts=1024,leaves=32,spines=4,cores=4,bw=100Gbps,"
+                "uplink=50Gbps,lat=1us",
+                Algorithm::kRing, 4, 0);
+}
 void BM_SimHierNodes256(benchmark::State& state) {
   simulate_case(state, "nodes:nodes=256,gpus=8", Algorithm::kHierarchical, 1, 8);
 }
@@ -48,6 +57,7 @@ void BM_SimHierNodes2048(benchmark::State& state) {
 }
 
 BENCHMARK(BM_SimRing1024Switch)->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK(BM_SimRing1024FatTree3)->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK(BM_SimHierNodes256)->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK(BM_SimHierNodes2048)->Unit(benchmark::kMillisecond)->Iterations(1);
 

@@ -105,6 +105,21 @@ TEST(Simulator, RingOnOversubscribedFatTreeFollowsTheSlowLinks) {
   for (Time f : r.rank_finish) EXPECT_EQ(f, r.total);
 }
 
+TEST(Simulator, RingOnThreeTierFatTreeFollowsTheCoreLinks) {
+  // The same ring on 3 tiers: leaf0 (h0, h1) in pod 0, leaf1 (h2, h3) in pod 1,
+  // one spine per pod, one core at C = 5e9 B/s below the 10e9 B/s elsewhere.
+  // 1->2 and 3->0 cross pods over 6 links (w = 6us + s/C), each alone on its
+  // links; 0->1 and 2->3 stay in a leaf (f = 2us + s/B). By the recurrence of
+  // the test above the ring takes 6w.
+  const std::uint64_t count = 4000;  // s = 4000 B
+  const SimResult r = run(
+      "fat-tree:tiers=3,pods=2,hosts=4,leaves=2,spines=1,cores=1,bw=10GBps,core=5GBps,lat=1us", 4,
+      count, Algorithm::kRing);
+  const double s = 4000, slow = 6.0 + s / 5e9 * 1e6;
+  EXPECT_LT(rel_err(time_to_us(r.total), 6 * slow), 1e-6) << time_to_us(r.total);
+  for (Time f : r.rank_finish) EXPECT_EQ(f, r.total);
+}
+
 TEST(Simulator, MoreRanksThanEndpoints) {
   const Topology t = generate_topology("switch:n=4");
   const auto sched =
@@ -144,6 +159,8 @@ TEST_P(AllTopologies, EveryAlgorithmCompletes) {
 INSTANTIATE_TEST_SUITE_P(Builtin, AllTopologies,
                          ::testing::Values("switch:n=64", "ring:n=64", "torus2d:x=8,y=8",
                                            "fat-tree:hosts=64,leaves=8,spines=4,uplink=50Gbps",
+                                           "fat-tree:tiers=3,pods=4,hosts=64,leaves=8,spines=2,"
+                                           "cores=2,core=50Gbps",
                                            "nodes:nodes=8,gpus=8"));
 
 }  // namespace

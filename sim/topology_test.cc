@@ -57,6 +57,11 @@ TEST(Generators, Shapes) {
   const Topology ft =
       generate_topology("fat-tree:hosts=8,leaves=2,spines=2,bw=100Gbps,uplink=50Gbps");
   EXPECT_EQ(ft.num_links(), 2u * (8 + 4));
+  // 3 tiers: 16 host links, 2 pods * (2 leaves * 2 spines + 2 spines * 3 cores).
+  const Topology ft3 =
+      generate_topology("fat-tree:tiers=3,pods=2,hosts=16,leaves=4,spines=2,cores=3");
+  EXPECT_EQ(ft3.num_endpoints(), 16u);
+  EXPECT_EQ(ft3.num_links(), 2u * (16 + 2 * (2 * 2 + 2 * 3)));
   // nodes: per GPU nvlink + pcie + nic uplink, duplex; group hint = gpus.
   const Topology nodes = generate_topology("nodes:nodes=2,gpus=4");
   EXPECT_EQ(nodes.num_endpoints(), 8u);
@@ -73,6 +78,12 @@ TEST(Generators, Errors) {
   expect_invalid([] { generate_topology("ring:n=zero"); },
                  "topology ring: n: 'zero' is not an integer");
   expect_invalid([] { generate_topology("fat-tree:hosts=7,leaves=2,spines=1"); }, "leaves");
+  expect_invalid([] { generate_topology("fat-tree:tiers=3,pods=3,hosts=8,leaves=4,spines=1,cores=1"); },
+                 "topology fat-tree: pods: 4 leaves do not divide evenly over 3 pods");
+  expect_invalid([] { generate_topology("fat-tree:tiers=4,hosts=8,leaves=4,spines=1"); },
+                 "topology fat-tree: tiers: must be 2 or 3");
+  expect_invalid([] { generate_topology("fat-tree:pods=2,hosts=8,leaves=4,spines=1"); },
+                 "unknown key 'pods'");
 }
 
 TEST(Json, ParsesAndNamesFields) {
@@ -140,6 +151,25 @@ TEST(Routing, ShortestPathsAndEcmp) {
     uplinks.insert(fr.route(ft.endpoint(h), ft.endpoint(16 + h)).links[1]);
   EXPECT_GT(uplinks.size(), 1u);
   EXPECT_EQ(fr.cached_routes(), 16u);
+}
+
+TEST(Routing, ThreeTierFatTreeHopCounts) {
+  // h0..h3 on leaf0, h4..h7 on leaf1 (pod 0); h8.. on leaf2 (pod 1).
+  const Topology t =
+      generate_topology("fat-tree:tiers=3,pods=2,hosts=16,leaves=4,spines=2,cores=4,lat=1us");
+  Router r(t);
+  EXPECT_EQ(r.route(t.endpoint(0), t.endpoint(1)).links.size(), 2u);   // same leaf
+  EXPECT_EQ(r.route(t.endpoint(0), t.endpoint(4)).links.size(), 4u);   // same pod
+  const Route& across = r.route(t.endpoint(0), t.endpoint(8));         // across pods
+  ASSERT_EQ(across.links.size(), 6u);
+  EXPECT_EQ(across.latency, parse_latency("6us", "test"));
+  EXPECT_EQ(t.node(t.link(across.links[2]).to).kind, NodeKind::kSwitch);
+  EXPECT_EQ(t.node(t.link(across.links[2]).to).name.substr(0, 4), "core");
+  // ECMP spreads the pairs of pod 0 x pod 1 over the cores.
+  std::set<NodeId> cores;
+  for (int h = 0; h < 8; ++h)
+    cores.insert(t.link(r.route(t.endpoint(h), t.endpoint(8 + h)).links[2]).to);
+  EXPECT_GT(cores.size(), 1u);
 }
 
 }  // namespace
