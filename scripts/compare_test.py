@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""Tests of scripts/compare on synthetic `cclab bench --json` files (CTest label
+`unit`). Each test plants a change and requires the exit status and the line
+that names it; the noise-only case must pass."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+COMPARE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "compare")
+SIZES = [1024, 4096, 16384, 65536]
+MACHINE = {"cpu_model": "Test CPU @ 2.00GHz", "cores": 2, "hostname": "a"}
+
+
+def row(algo, size, median, spread=0.05, busbw=None):
+    """A row whose repetitions lie within median * (1 +- spread)."""
+    return {"size_bytes": size, "count": size // 4, "type": "f32", "redop": "sum", "algo": algo,
+            "time_us_min": median * (1 - spread), "time_us_median": median,
+            "time_us_max": median * (1 + spread), "iters": 20, "algbw_gbps": 0,
+            "busbw_gbps": size / (median * 1e3) if busbw is None else busbw, "wrong": 0}
+
+
+def record(rows, machine=MACHINE, backend="threads", ranks=2):
+    return {"tool": "cclab bench", "machine": machine, "rows": rows,
+            "config": {"backend": backend, "ranks": ranks, "coll": "allreduce", "dtype": "f32",
+                       "op": "sum"}}
+
+
+def series(scale=None, **kwargs):
+    """ring and hd at every size; time 10 us + 1 us per KiB, times scale[(algo, size)]."""
+    scale = scale or {}
+    return [row(a, s, (10 + s / 1024) * scale.get((a, s), 1.0), **kwargs)
+            for a in ("ring", "hd") for s in SIZES]
+
+
+class CompareTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def write(self, name, data):
+        path = os.path.join(self.dir.name, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(data if isinstance(data, str) else json.dumps(data))
+        return path
+
+    def compare(self, new, base, *flags):
+        p = subprocess.run([sys.executable, COMPARE, self.write("new.json", new),
+                            base if isinstance(base, str) else self.write("base.json", base),
+                            *flags], capture_output=True, text=True, timeout=60)
+        return p.returncode, p.stdout + p.stderr
+
+    def test_planted_regression_is_found_and_fails(self):
+        # hd at 16 KiB: 26 us -> 52 us, far beyond 10% and the baseline's max of 27.3 us.
+        status, out = self.compare(record(series({("hd", 16384): 2.0})), record(series()))
+        self.assertEqual(status, 1, out)
+        self.assertIn("REGRESSION", out)
+        self.assertIn("+100.0%  threads allreduce hd r2 f32 sum 16384 B", out)
+        self.assertIn("1 regression(s)", out)
+
+    def test_noise_within_the_baselines_spread_passes(self):
+        # Every row moves by at most 4%, inside the baseline's +-5% spread.
+        noise = {(a, s): 1 + (0.04 if i % 2 else -0.04)
+                 for i, (a, s) in enumerate((a, s) for a in ("ring", "hd") for s in SIZES)}
+        status, out = self.compare(record(series(noise)), record(series()))
+        self.assertEqual(status, 0, out)
+        self.assertIn("0 regression(s)", out)
+        self.assertNotIn("REGRESSION", out)
+
+    def test_a_change_inside_a_wide_baseline_spread_is_noise(self):
+        # +30% is above the threshold, but the baseline itself spread +-40%.
+        status, out = self.compare(record(series({("ring", 4096): 1.3})),
+                                   record(series(spread=0.4)))
+        self.assertEqual(status, 0, out)
+
+    def test_a_change_beyond_the_spread_but_under_the_threshold_passes(self):
+        # +8%: outside the +-5% spread, under the 10% threshold; --threshold 5 catches it.
+        new, base = record(series({("ring", 4096): 1.08})), record(series())
+        self.assertEqual(self.compare(new, base)[0], 0)
+        status, out = self.compare(new, base, "--threshold", "5")
+        self.assertEqual(status, 1, out)
+        self.assertIn("+8.0%  threads allreduce ring r2 f32 sum 4096 B", out)
+
+    def test_worst_regression_first_then_improvements(self):
+        scale = {("ring", 1024): 1.5, ("hd", 65536): 3.0, ("ring", 16384): 0.5}
+        status, out = self.compare(record(series(scale)), record(series()))
+        self.assertEqual(status, 1, out)
+        lines = [l for l in out.splitlines() if "REGRESSION" in l or "IMPROVEMENT" in l]
+        self.assertEqual(len(lines), 3, out)
+        self.assertIn("hd r2 f32 sum 65536 B", lines[0])
+        self.assertIn("ring r2 f32 sum 1024 B", lines[1])
+        self.assertIn("IMPROVEMENT", lines[2])
+
+    def test_report_only_lists_but_does_not_fail(self):
+        status, out = self.compare(record(series({("hd", 4096): 2.0})), record(series()),
+                                   "--report-only")
+        self.assertEqual(status, 0, out)
+        self.assertIn("REGRESSION", out)
+        self.assertIn("reported only: --report-only", out)
+
+    def test_never_gates_across_machine_classes(self):
+        other = dict(MACHINE, cores=64)
+        status, out = self.compare(record(series({("hd", 4096): 2.0})),
+                                   record(series(), machine=other))
+        self.assertEqual(status, 0, out)
+        self.assertIn("machines differ", out)
+        self.assertIn("REGRESSION", out)
+
+    def test_cliff_is_flagged(self):
+        # busbw 1, 2, 0.5, 4 GB/s over the sizes of ring: 0.5 < 0.5 * min(2, 4) is not a cliff,
+        # 0.4 is; hd rises smoothly.
+        rows = [row("ring", s, 10, busbw=b) for s, b in zip(SIZES, (1, 2, 0.4, 4))]
+        rows += [row("hd", s, 10, busbw=b) for s, b in zip(SIZES, (1, 2, 3, 4))]
+        status, out = self.compare(record(rows), record(rows))
+        self.assertEqual(status, 0, out)  # flagged, not gated
+        self.assertIn("CLIFF       threads allreduce ring r2 f32 sum 16384 B: busbw 0.40", out)
+        self.assertIn("(also in the baseline)", out)
+        self.assertNotIn("hd r2 f32 sum 16384 B: busbw", out)
+
+    def test_results_directory_picks_the_machine_file(self):
+        base_dir = os.path.join(self.dir.name, "results")
+        self.write("results/test-cpu-2-00ghz-2c/threads-2r.json", record(series()))
+        status, out = self.compare(record(series({("hd", 4096): 2.0})), base_dir)
+        self.assertEqual(status, 1, out)
+        self.assertIn("results/test-cpu-2-00ghz-2c/threads-2r.json", out)
+
+    def test_skipped_and_missing_rows(self):
+        new = series()[1:] + [dict(row("gloo-bcube", 4096, 1), skipped="odd rank count")]
+        status, out = self.compare(record(new), record(series()))
+        self.assertEqual(status, 0, out)
+        self.assertIn("MISSING     threads allreduce ring r2 f32 sum 1024 B", out)
+        self.assertNotIn("gloo-bcube", out)
+
+    def test_malformed_input_names_the_file_and_field(self):
+        bad = record(series())
+        del bad["rows"][2]["time_us_max"]
+        status, out = self.compare(record(series()), bad)
+        self.assertEqual(status, 2, out)
+        self.assertIn("base.json: rows[2]: missing field 'time_us_max'", out)
+        status, out = self.compare("{not json", record(series()))
+        self.assertEqual(status, 2, out)
+        self.assertIn("new.json: not JSON", out)
+
+
+if __name__ == "__main__":
+    unittest.main()
