@@ -10,28 +10,39 @@
 
 #include <algorithm>
 #include <limits>
+#include <utility>
 
 #include "cclab/collectives/error.h"
 #include "cclab/sim/trace.h"
 
 namespace cclab::sim {
 
+FlowList::FlowList(FlowList&& other) noexcept : size_(other.size_), cap_(other.cap_) {
+  if (cap_ > kInline)
+    heap_ = std::exchange(other.heap_, nullptr);
+  else
+    std::copy(other.inline_, other.inline_ + kInline, inline_);
+  other.size_ = 0;
+  other.cap_ = kInline;
+}
+
 void FlowList::push(FlowId id) {
-  if (more_.empty() && size_ < kInline) {
-    inline_[size_++] = id;
-    return;
+  if (size_ == cap_) {
+    const std::uint32_t cap = cap_ * 2;
+    FlowId* grown = new FlowId[cap];
+    std::copy(data(), data() + size_, grown);
+    if (cap_ > kInline) delete[] heap_;
+    heap_ = grown;
+    cap_ = cap;
   }
-  if (more_.empty()) more_.assign(inline_, inline_ + size_);
-  more_.push_back(id);
-  ++size_;
+  data()[size_++] = id;
 }
 
 void FlowList::erase(FlowId id) {
-  FlowId* data = more_.empty() ? inline_ : more_.data();
-  FlowId* it = std::find(data, data + size_, id);
-  CCLAB_CHECK(it != data + size_, "flow not on its link");
-  *it = data[--size_];
-  if (!more_.empty()) more_.pop_back();
+  FlowId* d = data();
+  FlowId* it = std::find(d, d + size_, id);
+  CCLAB_CHECK(it != d + size_, "flow not on its link");
+  *it = d[--size_];
 }
 
 Network::Network(const Topology& topology, SimQueue& queue)
@@ -52,13 +63,17 @@ FlowId Network::start(const Route& route, double bytes, std::uint64_t tag) {
   if (free_.empty()) {
     id = static_cast<FlowId>(flows_.size());
     flows_.emplace_back();
-    flow_stamp_.push_back(0);
   } else {
     id = free_.back();
     free_.pop_back();
   }
   Flow& f = flows_[id];
-  f.links = &route.links;
+  CCLAB_CHECK(route.links.size() <= 0xffff, "route too long");
+  f.num_links = static_cast<std::uint16_t>(route.links.size());
+  if (f.num_links <= kInlineLinks)
+    std::copy(route.links.begin(), route.links.end(), f.near);
+  else
+    f.far = route.links.data();
   f.bytes = f.remaining = bytes;
   f.rate = 0;
   f.updated = queue_.now();
@@ -84,14 +99,14 @@ std::optional<std::uint64_t> Network::handle(const SimEvent& event) {
 void Network::activate(FlowId id) {
   Flow& f = flows_[id];
   f.updated = queue_.now();
-  if (f.remaining <= 0 || f.links->empty()) {
+  if (f.remaining <= 0 || f.num_links == 0) {
     // Nothing to send (or nowhere to send it): done once the latency is paid.
     queue_.push(queue_.now(), SimEvent{EventKind::kFlowDone, id, f.version});
     return;
   }
   f.active = true;
   ++active_;
-  for (LinkId l : *f.links) links_[l].flows.push(id);
+  for (LinkId l : f.links()) links_[l].flows.push(id);
   reshare_one(id);
 }
 
@@ -99,7 +114,7 @@ std::uint64_t Network::finish(FlowId id) {
   Flow& f = flows_[id];
   const bool was_active = f.active;
   seeds_.clear();
-  for (LinkId l : *f.links) {
+  for (LinkId l : f.links()) {
     LinkState& link = links_[l];
     link.bytes += f.bytes;
     if (!f.active) continue;
@@ -111,7 +126,7 @@ std::uint64_t Network::finish(FlowId id) {
   f.rate = 0;
   free_.push_back(id);
   if (!seeds_.empty()) reshare(seeds_);
-  if (trace_ && was_active) trace_links(*f.links);
+  if (trace_ && was_active) trace_links(f.links());
   return f.tag;
 }
 
@@ -120,18 +135,18 @@ void Network::collect_component(const std::vector<FlowId>& seeds) {
   comp_flows_.clear();
   comp_links_.clear();
   for (FlowId s : seeds)
-    if (flow_stamp_[s] != stamp_) {
-      flow_stamp_[s] = stamp_;
+    if (flows_[s].stamp != stamp_) {
+      flows_[s].stamp = stamp_;
       comp_flows_.push_back(s);
     }
   for (std::size_t i = 0; i < comp_flows_.size(); ++i) {
-    for (LinkId l : *flows_[comp_flows_[i]].links) {
+    for (LinkId l : flows_[comp_flows_[i]].links()) {
       if (links_[l].stamp == stamp_) continue;
       links_[l].stamp = stamp_;
       comp_links_.push_back(l);
       for (FlowId other : links_[l].flows)
-        if (flow_stamp_[other] != stamp_) {
-          flow_stamp_[other] = stamp_;
+        if (flows_[other].stamp != stamp_) {
+          flows_[other].stamp = stamp_;
           comp_flows_.push_back(other);
         }
     }
@@ -160,7 +175,7 @@ void Network::fill_progressively() {
       if (f.rate >= 0) continue;
       f.rate = share;
       ++frozen;
-      for (LinkId l : *f.links) {
+      for (LinkId l : f.links()) {
         links_[l].residual = std::max(0.0, links_[l].residual - share);
         --links_[l].unfrozen;
       }
@@ -190,7 +205,7 @@ void Network::reshare(const std::vector<FlowId>& seeds) {
   if (trace_) trace_links(comp_links_);
 }
 
-void Network::trace_links(const std::vector<LinkId>& links) const {
+void Network::trace_links(std::span<const LinkId> links) const {
   for (LinkId l : links) {
     double sum = 0;
     for (FlowId id : links_[l].flows) sum += flows_[id].rate;

@@ -7,13 +7,13 @@
 #include "cclab/sim/simulator.h"
 
 #include <memory>
-#include <unordered_map>
 
 #include <fmt/format.h>
 
 #include "cclab/collectives/error.h"
 #include "cclab/collectives/step_runner.h"
 #include "cclab/sim/network.h"
+#include "cclab/sim/routing.h"
 #include "cclab/sim/trace.h"
 
 namespace cclab::sim {
@@ -29,21 +29,40 @@ struct Posted {
   bool reduce = false;      // receives only: kRecvReduce
 };
 
-// A FIFO that reuses its storage once drained (a deque per pair costs far more).
-struct PostedQueue {
-  std::vector<Posted> items;
-  std::size_t head = 0;
-  bool empty() const { return head == items.size(); }
-  void push(const Posted& p) { items.push_back(p); }
+// The FIFO of one ordered pair's unmatched posts. Only one side can wait at a
+// time (a post that finds the other side waiting matches it at once), so one
+// queue and a flag stand for both. Usually one or two wait: they live in
+// place; more spill to a vector that keeps its storage once drained.
+struct PairQueue {
+  NodeId src_rank = 0;           // the sender; the queue lives with the receiver
+  bool holds_sends = false;      // what waits: sends or receives
+  std::uint32_t size = 0;        // posts waiting
+  std::uint32_t head = 0;        // spill: the next to pop
+  const Route* route = nullptr;  // src -> receiver, cached on first use
+  Posted inline_[2];
+  std::vector<Posted> spill;     // all waiting posts, once more than 2 waited
+
+  bool empty() const { return size == 0; }
+  void push(const Posted& p) {
+    if (spill.empty() && size < 2) {
+      inline_[size++] = p;
+      return;
+    }
+    if (spill.empty()) spill.assign(inline_, inline_ + size), head = 0;
+    spill.push_back(p);
+    ++size;
+  }
   Posted pop() {
-    Posted p = items[head++];
-    if (empty()) items.clear(), head = 0;
+    --size;
+    if (spill.empty()) {
+      const Posted p = inline_[0];
+      inline_[0] = inline_[1];
+      return p;
+    }
+    const Posted p = spill[head++];
+    if (size == 0) spill.clear(), head = 0;
     return p;
   }
-};
-
-struct PairQueues {
-  PostedQueue sends, recvs;
 };
 
 struct Transfer {
@@ -51,14 +70,27 @@ struct Transfer {
   Posted send, recv;
 };
 
+// Everything the runner keeps per rank, in one place (large runs are bound by
+// memory latency): its program, finish time, reduce rate, and the queues of
+// the pairs it receives on (a rank has a handful of peers: a linear scan).
+struct RankState {
+  explicit RankState(coll::Program program) : runner(std::move(program)) {}
+  StepRunner runner;
+  Time finish = -1;
+  double reduce_bps = 0;
+  std::vector<PairQueue> from;  // by sender
+};
+
 class Simulation {
  public:
   Simulation(const Topology& topo, const coll::Schedule& sched, const SimOptions& opts)
       : topo_(topo), opts_(opts), ranks_(sched.ranks()), router_(topo), network_(topo, queue_) {
-    runners_.reserve(ranks_);
-    for (int r = 0; r < ranks_; ++r)
-      runners_.push_back(std::make_unique<StepRunner>(sched.program(r)));
-    finish_.assign(ranks_, -1);
+    ranks_state_.reserve(ranks_);
+    for (int r = 0; r < ranks_; ++r) {
+      RankState& rs = ranks_state_.emplace_back(sched.program(r));
+      rs.reduce_bps = topo_.node(topo_.endpoint(r)).reduce_bps;
+      rs.from.reserve(4);  // allocated in rank order, as the rank states are
+    }
     network_.set_trace(opts.trace);
   }
 
@@ -66,7 +98,7 @@ class Simulation {
     for (int r = 0; r < ranks_; ++r) progress(r);
     while (!queue_.empty()) dispatch(queue_.pop());
     for (int r = 0; r < ranks_; ++r)
-      if (finish_[r] < 0) throw InternalError(stuck_message(r));
+      if (ranks_state_[r].finish < 0) throw InternalError(stuck_message(r));
     return result();
   }
 
@@ -80,13 +112,14 @@ class Simulation {
   }
 
   void progress(int rank) {
-    steps_ += runners_[rank]->issue_ready(
+    RankState& rs = ranks_state_[rank];
+    steps_ += rs.runner.issue_ready(
         [&](std::int64_t id, const Step& s) { return issue(rank, id, s); });
-    if (finish_[rank] < 0 && runners_[rank]->finished()) finish_[rank] = queue_.now();
+    if (rs.finish < 0 && rs.runner.finished()) rs.finish = queue_.now();
   }
 
   void complete(int rank, std::int64_t step) {
-    runners_[rank]->complete(step);
+    ranks_state_[rank].runner.complete(step);
     if (opts_.trace) opts_.trace->step_done(rank, step, queue_.now());
     progress(rank);
   }
@@ -112,7 +145,7 @@ class Simulation {
 
   // Schedules the end of a reduction when the rank's endpoint has a cost.
   bool delay_reduce(int rank, std::int64_t id, std::uint64_t count) {
-    const double rate = topo_.node(topo_.endpoint(rank)).reduce_bps;
+    const double rate = ranks_state_[rank].reduce_bps;
     if (rate <= 0) {
       if (opts_.trace) opts_.trace->step_done(rank, id, queue_.now());
       return false;
@@ -124,16 +157,28 @@ class Simulation {
     return true;
   }
 
-  void post(int src, int dst, const Posted& p, bool is_send) {
-    PairQueues& q = pairs_[static_cast<std::uint64_t>(src) * ranks_ + dst];
-    PostedQueue& mine = is_send ? q.sends : q.recvs;
-    PostedQueue& theirs = is_send ? q.recvs : q.sends;
-    if (theirs.empty()) return mine.push(p);
-    const Posted other = theirs.pop();
-    start_transfer(Transfer{src, dst, is_send ? p : other, is_send ? other : p});
+  // The queue of the pair src -> dst, kept with the receiver.
+  PairQueue& pair(int src, int dst) {
+    std::vector<PairQueue>& from = ranks_state_[dst].from;
+    for (PairQueue& q : from)
+      if (q.src_rank == src) return q;
+    PairQueue& q = from.emplace_back();
+    q.src_rank = src;
+    q.route = &router_.route(topo_.endpoint(src), topo_.endpoint(dst));
+    return q;
   }
 
-  void start_transfer(const Transfer& t) {
+  void post(int src, int dst, const Posted& p, bool is_send) {
+    PairQueue& q = pair(src, dst);
+    if (q.empty() || q.holds_sends == is_send) {
+      q.holds_sends = is_send;
+      return q.push(p);
+    }
+    const Posted other = q.pop();
+    start_transfer(Transfer{src, dst, is_send ? p : other, is_send ? other : p}, *q.route);
+  }
+
+  void start_transfer(const Transfer& t, const Route& route) {
     CCLAB_CHECK(t.send.count == t.recv.count,
                 fmt::format("rank {} sends {} elements but rank {} receives {}", t.src,
                             t.send.count, t.dst, t.recv.count));
@@ -146,7 +191,6 @@ class Simulation {
       free_.pop_back();
       transfers_[tag] = t;
     }
-    const Route& route = router_.route(topo_.endpoint(t.src), topo_.endpoint(t.dst));
     network_.start(route, static_cast<double>(t.send.count * opts_.elem_bytes), tag);
   }
 
@@ -159,11 +203,12 @@ class Simulation {
   }
 
   std::string stuck_message(int rank) const {
-    const auto next = runners_[rank]->next_unissued();
+    const StepRunner& runner = ranks_state_[rank].runner;
+    const auto next = runner.next_unissued();
     return fmt::format(
         "simulation deadlocked: rank {} never finished (oldest unfinished step {}, next "
         "unissued: {})",
-        rank, runners_[rank]->oldest_unfinished(),
+        rank, runner.oldest_unfinished(),
         next ? fmt::format("step {}: {}", next->first, coll::describe(next->second)) : "none");
   }
 
@@ -175,9 +220,7 @@ class Simulation {
   SimQueue queue_;
   Router router_;
   Network network_;
-  std::vector<std::unique_ptr<StepRunner>> runners_;
-  std::vector<Time> finish_;
-  std::unordered_map<std::uint64_t, PairQueues> pairs_;
+  std::vector<RankState> ranks_state_;
   std::vector<Transfer> transfers_;
   std::vector<std::uint64_t> free_;
   std::uint64_t steps_ = 0;
@@ -185,8 +228,11 @@ class Simulation {
 
 SimResult Simulation::result() const {
   SimResult r;
-  r.rank_finish = finish_;
-  for (Time t : finish_) r.total = std::max(r.total, t);
+  r.rank_finish.reserve(ranks_state_.size());
+  for (const RankState& rs : ranks_state_) {
+    r.rank_finish.push_back(rs.finish);
+    r.total = std::max(r.total, rs.finish);
+  }
   r.link_bytes = network_.link_bytes();
   r.events = queue_.popped();
   r.flows = network_.flows_started();

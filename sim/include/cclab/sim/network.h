@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "cclab/sim/event_queue.h"
@@ -38,21 +39,35 @@ using SimQueue = EventQueue<SimEvent>;
 using FlowId = std::uint32_t;
 class TraceWriter;
 
-// The active flows on one link: a few stored in place (a link usually carries
-// one or two flows), more in a heap vector. Order is not kept.
+// The active flows on one link: up to four stored in place (a link usually
+// carries one or two flows), more in a heap array. Order is not kept. 24 bytes,
+// so that a link's whole state fits one cache line.
 class FlowList {
  public:
-  const FlowId* begin() const { return more_.empty() ? inline_ : more_.data(); }
+  FlowList() = default;
+  FlowList(const FlowList&) = delete;
+  FlowList& operator=(const FlowList&) = delete;
+  FlowList(FlowList&& other) noexcept;
+  FlowList& operator=(FlowList&&) = delete;
+  ~FlowList() {
+    if (cap_ > kInline) delete[] heap_;
+  }
+
+  const FlowId* begin() const { return cap_ > kInline ? heap_ : inline_; }
   const FlowId* end() const { return begin() + size_; }
   std::uint32_t size() const { return size_; }
   void push(FlowId id);
   void erase(FlowId id);
 
  private:
-  static constexpr std::uint32_t kInline = 3;
+  static constexpr std::uint32_t kInline = 4;
+  FlowId* data() { return cap_ > kInline ? heap_ : inline_; }
   std::uint32_t size_ = 0;
-  FlowId inline_[kInline] = {};
-  std::vector<FlowId> more_;  // all flows, once they outgrew inline_
+  std::uint32_t cap_ = kInline;  // above kInline: heap_ holds the flows
+  union {
+    FlowId inline_[kInline] = {};
+    FlowId* heap_;
+  };
 };
 
 class Network {
@@ -78,16 +93,26 @@ class Network {
   std::vector<double> link_bytes() const;
 
  private:
-  struct Flow {
-    const std::vector<LinkId>* links = nullptr;  // the route's, not a copy
+  // One flow in two cache lines: the first holds what every event touches,
+  // the second a copy of the route's links (up to kInlineLinks; longer routes
+  // point at the Router's copy), so a flow's links cost no pointer chase.
+  static constexpr std::uint32_t kInlineLinks = 16;
+  struct alignas(64) Flow {
     double bytes = 0;
     double remaining = 0;
     double rate = 0;
     Time updated = 0;
     std::uint64_t version = 0;
     std::uint64_t tag = 0;
+    std::uint32_t stamp = 0;  // == stamp_: in the current component
+    std::uint16_t num_links = 0;
     bool active = false;
     bool live = false;
+    const LinkId* far = nullptr;  // the route's links when they do not fit inline
+    LinkId near[kInlineLinks] = {};
+    std::span<const LinkId> links() const {
+      return {num_links <= kInlineLinks ? near : far, num_links};
+    }
   };
 
   void activate(FlowId id);
@@ -99,7 +124,7 @@ class Network {
   void reshare_one(FlowId seed);
   void fill_progressively();
   void schedule_done(FlowId id);
-  void trace_links(const std::vector<LinkId>& links) const;
+  void trace_links(std::span<const LinkId> links) const;
 
   const Topology& topo_;
   SimQueue& queue_;
@@ -107,7 +132,7 @@ class Network {
   std::vector<FlowId> free_;
   // Everything the model keeps per link, together, so that touching a link
   // costs one cache line (large runs are bound by memory latency).
-  struct LinkState {
+  struct alignas(64) LinkState {
     double bw_bps = 0;
     double bytes = 0;           // carried by finished flows
     double residual = 0;        // progressive filling: capacity not yet shared
@@ -115,6 +140,7 @@ class Network {
     std::uint32_t stamp = 0;    // == stamp_: in the current component
     FlowList flows;             // active flows
   };
+  static_assert(sizeof(LinkState) == 64 && sizeof(Flow) == 128);
   std::vector<LinkState> links_;
   std::size_t active_ = 0;
   std::uint64_t started_ = 0;
@@ -124,7 +150,6 @@ class Network {
   // marking membership.
   std::vector<FlowId> comp_flows_;
   std::vector<LinkId> comp_links_;
-  std::vector<std::uint32_t> flow_stamp_;
   std::uint32_t stamp_ = 0;
   std::vector<double> old_rate_;
   std::vector<FlowId> seeds_;
