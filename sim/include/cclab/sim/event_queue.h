@@ -38,6 +38,14 @@ class EventQueue {
     ++size_;
   }
 
+  // The event `ahead` places after the earliest, if it is due at the same time
+  // (null otherwise): for prefetching the state it will touch.
+  const Event* peek(std::size_t ahead) const {
+    if (buckets_.empty()) return nullptr;
+    const Bucket& b = buckets_.begin()->second;
+    return b.head + ahead < b.items.size() ? &b.items[b.head + ahead] : nullptr;
+  }
+
   // Removes the earliest event (lowest time, then lowest sequence) and
   // advances now() to its time. Precondition: !empty().
   Event pop() {
