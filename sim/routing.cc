@@ -22,7 +22,19 @@ std::uint64_t mix(std::uint64_t x) {
 }  // namespace
 
 Router::Router(const Topology& topology)
-    : topo_(topology), stamp_(topology.num_nodes(), 0), dist_(topology.num_nodes(), 0) {}
+    : topo_(topology), stamp_(topology.num_nodes(), 0), dist_(topology.num_nodes(), 0) {
+  const std::size_t nodes = topology.num_nodes();
+  in_start_.reserve(nodes + 1);
+  in_from_.reserve(topology.num_links());
+  transit_.reserve(nodes);
+  for (std::size_t n = 0; n < nodes; ++n) {
+    const Node& node = topology.node(static_cast<NodeId>(n));
+    in_start_.push_back(static_cast<std::uint32_t>(in_from_.size()));
+    for (LinkId l : node.in) in_from_.push_back(topology.link(l).from);
+    transit_.push_back(node.transit ? 1 : 0);
+  }
+  in_start_.push_back(static_cast<std::uint32_t>(in_from_.size()));
+}
 
 const Route& Router::route(NodeId src, NodeId dst) {
   const std::uint64_t key = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(src)) << 32) |
@@ -40,10 +52,10 @@ std::int32_t Router::search_back(NodeId src, NodeId dst) {
   dist_[dst] = 0;
   for (std::size_t head = 0; head < queue_.size(); ++head) {
     const NodeId n = queue_[head];
-    for (LinkId l : topo_.node(n).in) {
-      const NodeId prev = topo_.link(l).from;
+    for (std::uint32_t i = in_start_[n]; i < in_start_[n + 1]; ++i) {
+      const NodeId prev = in_from_[i];
       if (labeled(prev)) continue;
-      if (prev != src && !topo_.node(prev).transit) continue;  // cannot pass through it
+      if (prev != src && !transit_[prev]) continue;  // cannot pass through it
       stamp_[prev] = generation_;
       dist_[prev] = dist_[n] + 1;
       if (prev == src) return dist_[prev];  // every closer node is labeled by now

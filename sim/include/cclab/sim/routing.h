@@ -38,6 +38,14 @@ class Router {
   bool labeled(NodeId n) const { return stamp_[n] == generation_; }
 
   const Topology& topo_;
+  // The search's view of the topology, compact: node n's in-neighbours are
+  // in_from_[in_start_[n] .. in_start_[n+1]) (in the order of Node::in), and
+  // transit_[n] says whether routes may pass through n. A switch joining
+  // thousands of NICs is scanned for every route that crosses it, so this
+  // costs 5 bytes a neighbour instead of a Link and a Node.
+  std::vector<std::uint32_t> in_start_;
+  std::vector<NodeId> in_from_;
+  std::vector<std::uint8_t> transit_;
   std::unordered_map<std::uint64_t, Route> cache_;
   // BFS scratch, reused across searches: a node's label is valid when its
   // stamp equals the current generation (no clearing per search).
