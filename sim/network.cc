@@ -154,6 +154,16 @@ void Network::collect_component(const std::vector<FlowId>& seeds) {
 }
 
 void Network::fill_progressively() {
+  if (comp_flows_.size() == 1) {
+    // A lone flow (the common case): the first round of the loop below gives
+    // it the smallest bandwidth on its links, bw / 1, and ends.
+    double share = std::numeric_limits<double>::infinity();
+    for (LinkId l : comp_links_) share = std::min(share, links_[l].bw_bps);
+    CCLAB_CHECK(share < std::numeric_limits<double>::infinity(),
+                "progressive filling found no link to saturate");
+    flows_[comp_flows_[0]].rate = share;
+    return;
+  }
   for (LinkId l : comp_links_) {
     links_[l].residual = links_[l].bw_bps;
     links_[l].unfrozen = static_cast<std::int32_t>(links_[l].flows.size());

@@ -124,14 +124,18 @@ class Simulation {
     const SimQueue::Event* e = queue_.peek(kNear);
     if (!e) return;
     if (e->payload.kind == EventKind::kStepDone) {
-      __builtin_prefetch(&ranks_state_[e->payload.a]);
+      prefetch_rank(static_cast<int>(e->payload.a));
       return;
     }
     const std::uint64_t tag = network_.prefetch_links(e->payload);
     if (e->payload.kind != EventKind::kFlowDone || tag >= transfers_.size()) return;
     const Transfer& t = transfers_[tag];
-    __builtin_prefetch(&ranks_state_[t.src]);
-    __builtin_prefetch(&ranks_state_[t.dst]);
+    prefetch_rank(t.src);
+    prefetch_rank(t.dst);
+  }
+  void prefetch_rank(int rank) const {
+    const char* p = reinterpret_cast<const char*>(&ranks_state_[rank]);
+    __builtin_prefetch(p);
   }
 
   void progress(int rank) {

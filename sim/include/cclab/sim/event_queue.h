@@ -34,7 +34,12 @@ class EventQueue {
 
   void push(Time time, const Payload& payload) {
     CCLAB_CHECK(time >= now_, "event scheduled in the past");
-    buckets_[time].items.push_back(Event{time, next_seq_++, payload});
+    const auto [it, fresh] = buckets_.try_emplace(time);
+    if (fresh && !spare_.empty()) {
+      it->second.items = std::move(spare_.back());
+      spare_.pop_back();
+    }
+    it->second.items.push_back(Event{time, next_seq_++, payload});
     ++size_;
   }
 
@@ -52,7 +57,15 @@ class EventQueue {
     const auto first = buckets_.begin();
     Bucket& b = first->second;
     const Event e = b.items[b.head++];
-    if (b.head == b.items.size()) buckets_.erase(first);
+    if (b.head == b.items.size()) {
+      // Keep the drained storage for a later time (buckets of thousands of
+      // events would otherwise regrow from empty, copying, every time).
+      if (spare_.size() < kSpares) {
+        b.items.clear();
+        spare_.push_back(std::move(b.items));
+      }
+      buckets_.erase(first);
+    }
     now_ = e.time;
     --size_;
     ++popped_;
@@ -66,7 +79,9 @@ class EventQueue {
     std::size_t head = 0;
   };
 
+  static constexpr std::size_t kSpares = 8;
   std::map<Time, Bucket> buckets_;
+  std::vector<std::vector<Event>> spare_;  // drained bucket storage, reused
   std::size_t size_ = 0;
   Time now_ = 0;
   std::uint64_t next_seq_ = 0;

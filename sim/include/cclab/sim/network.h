@@ -84,7 +84,11 @@ class Network {
 
   // Prefetch hints for an event that comes soon: first its flow, later (once
   // the flow is cached) the flow's links; returns the flow's tag.
-  void prefetch_flow(const SimEvent& event) const { __builtin_prefetch(&flows_[event.a]); }
+  void prefetch_flow(const SimEvent& event) const {
+    const Flow* f = &flows_[event.a];
+    __builtin_prefetch(f);
+    __builtin_prefetch(f->near);  // the second line
+  }
   std::uint64_t prefetch_links(const SimEvent& event) const {
     const Flow& f = flows_[event.a];
     for (LinkId l : f.links()) __builtin_prefetch(&links_[l], 1);
