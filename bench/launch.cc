@@ -173,19 +173,26 @@ class Launcher {
   }
 
   void reap() {
+    // Collect every rank that has exited by now, then blame one: a rank killed
+    // by a signal is the cause of the others' errors (they lost a peer), so it
+    // wins over ranks that merely exited with an error after it.
+    int blamed = -1, blamed_status = 0;
     for (int r = 0; r < flags_.ranks; ++r) {
       int status = 0;
       if (!ranks_[r].running || waitpid(ranks_[r].pid, &status, WNOHANG) != ranks_[r].pid) continue;
       ranks_[r].running = false;
       drain(r);
       const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-      if (!failed || first_failure_ >= 0 || stopping_) continue;
-      first_failure_ = r;
-      failure_status_ = status;
-      stop_at_ = Clock::now() + std::chrono::milliseconds(flags_.grace_ms);
-      say(fmt::format("rank {} (pid {}) {}; stopping the other ranks", r, ranks_[r].pid,
-                      describe_status(status)));
+      if (!failed) continue;
+      const bool better = blamed < 0 || (WIFSIGNALED(status) && !WIFSIGNALED(blamed_status));
+      if (better) blamed = r, blamed_status = status;
     }
+    if (blamed < 0 || first_failure_ >= 0 || stopping_) return;
+    first_failure_ = blamed;
+    failure_status_ = blamed_status;
+    stop_at_ = Clock::now() + std::chrono::milliseconds(flags_.grace_ms);
+    say(fmt::format("rank {} (pid {}) {}; stopping the other ranks", blamed, ranks_[blamed].pid,
+                    describe_status(blamed_status)));
   }
 
   // After a failure (or our own SIGINT/SIGTERM): grace, SIGTERM, then SIGKILL.
