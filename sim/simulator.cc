@@ -135,7 +135,7 @@ class Simulation {
   }
   void prefetch_rank(int rank) const {
     const char* p = reinterpret_cast<const char*>(&ranks_state_[rank]);
-    __builtin_prefetch(p);
+    prefetch_line(p);
   }
 
   void progress(int rank) {

@@ -86,12 +86,12 @@ class Network {
   // the flow is cached) the flow's links; returns the flow's tag.
   void prefetch_flow(const SimEvent& event) const {
     const Flow* f = &flows_[event.a];
-    __builtin_prefetch(f);
-    __builtin_prefetch(f->near);  // the second line
+    prefetch_line(f);
+    prefetch_line(f->near);  // the second line
   }
   std::uint64_t prefetch_links(const SimEvent& event) const {
     const Flow& f = flows_[event.a];
-    for (LinkId l : f.links()) __builtin_prefetch(&links_[l], 1);
+    for (LinkId l : f.links()) prefetch_line(&links_[l]);
     return f.tag;
   }
 
