@@ -135,7 +135,7 @@ class Simulation {
   }
   void prefetch_rank(int rank) const {
     const char* p = reinterpret_cast<const char*>(&ranks_state_[rank]);
-    prefetch_line(p);
+    for (std::size_t off = 0; off < sizeof(RankState); off += 64) prefetch_line(p + off);
   }
 
   void progress(int rank) {
