@@ -118,17 +118,25 @@ class Simulation {
   // of the events a few places ahead is requested now, in two stages (a flow,
   // then what it points at). Hints only: results do not depend on them.
   void prefetch() {
-    constexpr std::size_t kFar = 12, kNear = 6;
+    // Three stages, each reading only what the one before brought in: the
+    // flow; its links and transfer; the transfer's two ranks.
+    constexpr std::size_t kFar = 15, kMid = 10, kNear = 5;
     if (const SimQueue::Event* e = queue_.peek(kFar); e && e->payload.kind != EventKind::kStepDone)
       network_.prefetch_flow(e->payload);
+    if (const SimQueue::Event* e = queue_.peek(kMid); e && e->payload.kind != EventKind::kStepDone) {
+      const std::uint64_t tag = network_.prefetch_links(e->payload);
+      if (e->payload.kind == EventKind::kFlowDone && tag < transfers_.size())
+        prefetch_line(&transfers_[tag]);
+    }
     const SimQueue::Event* e = queue_.peek(kNear);
     if (!e) return;
     if (e->payload.kind == EventKind::kStepDone) {
       prefetch_rank(static_cast<int>(e->payload.a));
       return;
     }
-    const std::uint64_t tag = network_.prefetch_links(e->payload);
-    if (e->payload.kind != EventKind::kFlowDone || tag >= transfers_.size()) return;
+    if (e->payload.kind != EventKind::kFlowDone) return;
+    const std::uint64_t tag = network_.tag(e->payload);
+    if (tag >= transfers_.size()) return;
     const Transfer& t = transfers_[tag];
     prefetch_rank(t.src);
     prefetch_rank(t.dst);

@@ -89,6 +89,7 @@ class Network {
     prefetch_line(f);
     prefetch_line(f->near);  // the second line
   }
+  std::uint64_t tag(const SimEvent& event) const { return flows_[event.a].tag; }
   std::uint64_t prefetch_links(const SimEvent& event) const {
     const Flow& f = flows_[event.a];
     for (LinkId l : f.links()) prefetch_line(&links_[l]);
