@@ -59,6 +59,11 @@ std::vector<double> Network::link_bytes() const {
 }
 
 FlowId Network::start(const Route& route, double bytes, std::uint64_t tag) {
+  return start(route.links, route.latency, bytes, tag);
+}
+
+FlowId Network::start(std::span<const LinkId> links, Time latency, double bytes,
+                      std::uint64_t tag) {
   FlowId id;
   if (free_.empty()) {
     id = static_cast<FlowId>(flows_.size());
@@ -68,12 +73,12 @@ FlowId Network::start(const Route& route, double bytes, std::uint64_t tag) {
     free_.pop_back();
   }
   Flow& f = flows_[id];
-  CCLAB_CHECK(route.links.size() <= 0xffff, "route too long");
-  f.num_links = static_cast<std::uint16_t>(route.links.size());
+  CCLAB_CHECK(links.size() <= 0xffff, "route too long");
+  f.num_links = static_cast<std::uint16_t>(links.size());
   if (f.num_links <= kInlineLinks)
-    std::copy(route.links.begin(), route.links.end(), f.near);
+    std::copy(links.begin(), links.end(), f.near);
   else
-    f.far = route.links.data();
+    f.far = links.data();
   f.bytes = f.remaining = bytes;
   f.rate = 0;
   f.updated = queue_.now();
@@ -82,7 +87,7 @@ FlowId Network::start(const Route& route, double bytes, std::uint64_t tag) {
   f.live = true;
   ++f.version;
   ++started_;
-  queue_.push(queue_.now() + route.latency, SimEvent{EventKind::kFlowActive, id, f.version});
+  queue_.push(queue_.now() + latency, SimEvent{EventKind::kFlowActive, id, f.version});
   return id;
 }
 

@@ -7,6 +7,7 @@
 #include "cclab/sim/simulator.h"
 
 #include <memory>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -39,6 +40,16 @@ struct PairQueue {
   std::uint32_t size = 0;        // posts waiting
   std::uint32_t head = 0;        // spill: the next to pop
   const Route* route = nullptr;  // src -> receiver, cached on first use
+  // A copy of a short route (up to kNearLinks), so that starting a transfer
+  // reads no Router memory; longer routes are read through `route`.
+  static constexpr std::uint32_t kNearLinks = 6;
+  std::uint32_t num_links = 0;
+  Time latency = 0;
+  LinkId links[kNearLinks] = {};
+  std::span<const LinkId> route_links() const {
+    return num_links <= kNearLinks ? std::span<const LinkId>(links, num_links)
+                                   : std::span<const LinkId>(route->links);
+  }
   Posted inline_[2];
   std::vector<Posted> spill;     // all waiting posts, once more than 2 waited
 
@@ -200,6 +211,10 @@ class Simulation {
     PairQueue& q = from.emplace_back();
     q.src_rank = src;
     q.route = &router_.route(topo_.endpoint(src), topo_.endpoint(dst));
+    q.num_links = static_cast<std::uint32_t>(q.route->links.size());
+    q.latency = q.route->latency;
+    if (q.num_links <= PairQueue::kNearLinks)
+      std::copy(q.route->links.begin(), q.route->links.end(), q.links);
     return q;
   }
 
@@ -210,10 +225,10 @@ class Simulation {
       return q.push(p);
     }
     const Posted other = q.pop();
-    start_transfer(Transfer{src, dst, is_send ? p : other, is_send ? other : p}, *q.route);
+    start_transfer(Transfer{src, dst, is_send ? p : other, is_send ? other : p}, q);
   }
 
-  void start_transfer(const Transfer& t, const Route& route) {
+  void start_transfer(const Transfer& t, const PairQueue& q) {
     CCLAB_CHECK(t.send.count == t.recv.count,
                 fmt::format("rank {} sends {} elements but rank {} receives {}", t.src,
                             t.send.count, t.dst, t.recv.count));
@@ -226,7 +241,9 @@ class Simulation {
       free_.pop_back();
       transfers_[tag] = t;
     }
-    network_.start(route, static_cast<double>(t.send.count * opts_.elem_bytes), tag);
+    static_assert(PairQueue::kNearLinks <= Network::kInlineLinks);  // the flow copies them
+    network_.start(q.route_links(), q.latency,
+                   static_cast<double>(t.send.count * opts_.elem_bytes), tag);
   }
 
   void transfer_done(std::uint64_t tag) {

@@ -72,11 +72,17 @@ class FlowList {
 
 class Network {
  public:
+  static constexpr std::uint32_t kInlineLinks = 16;  // route links a Flow holds in place
+
   Network(const Topology& topology, SimQueue& queue);
 
   // Starts a flow of `bytes` along `route` now; `tag` comes back from handle()
   // when it finishes. `route` must outlive the flow (Router's routes do).
   FlowId start(const Route& route, double bytes, std::uint64_t tag);
+  // The same with the route's links and latency given apart; `links` must
+  // outlive the flow when it has more than kInlineLinks links (a copy of a
+  // shorter route may be temporary: the flow keeps its own).
+  FlowId start(std::span<const LinkId> links, Time latency, double bytes, std::uint64_t tag);
 
   // Handles a kFlowActive or kFlowDone event; returns the tag of the flow that
   // finished, if one did.
@@ -110,7 +116,6 @@ class Network {
   // One flow in two cache lines: the first holds what every event touches,
   // the second a copy of the route's links (up to kInlineLinks; longer routes
   // point at the Router's copy), so a flow's links cost no pointer chase.
-  static constexpr std::uint32_t kInlineLinks = 16;
   struct alignas(64) Flow {
     double bytes = 0;
     double remaining = 0;
