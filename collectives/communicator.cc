@@ -1,8 +1,16 @@
 #include "cclab/collectives/communicator.h"
 
 #include "cclab/collectives/error.h"
+#include "cclab/collectives/reduce.h"
 
 namespace cclab::coll {
+
+void finalize_call(const CollectiveCall& call) {
+  const auto& shape = call.shape;
+  if (call.op == ReduceOp::kAvg &&
+      (shape.kind == CollectiveKind::kAllReduce || shape.kind == CollectiveKind::kReduceScatter))
+    finalize_avg(call.recv, shape.output_count(), call.dtype, shape.ranks);
+}
 
 void Request::wait() {
   CCLAB_CHECK(impl_ != nullptr, "wait() on an empty Request");

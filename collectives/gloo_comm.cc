@@ -119,6 +119,7 @@ class GlooComm final : public Communicator {
   std::uint64_t next_seq_ = 0;
   std::uint64_t split_seq_ = 0;
   std::deque<std::shared_ptr<Op>> active_;
+  std::vector<std::vector<std::byte>> scratch_pool_;  // scratch of finished collectives
   // Staging for receives that reduce: one arena reused by every collective,
   // grown between collectives to the most any one needed.
   std::vector<std::byte> arena_;
@@ -139,7 +140,12 @@ Request GlooComm::start(const CollectiveCall& call) {
   op->esize = dtype_size(call.dtype);
   op->schedule = make_schedule(call.shape, call.algo, op->esize);
   op->runner = std::make_unique<StepRunner>(op->schedule->program(rank()));
-  op->scratch.resize(op->schedule->scratch_count() * op->esize);
+  if (!scratch_pool_.empty()) {  // allocated (and first touched) once, reused after
+    op->scratch = std::move(scratch_pool_.back());
+    scratch_pool_.pop_back();
+  }
+  if (const auto bytes = op->schedule->scratch_count() * op->esize; op->scratch.size() < bytes)
+    op->scratch.resize(bytes);
   op->sends_to.assign(size(), 0);
   op->recvs_from.assign(size(), 0);
   active_.push_back(op);
@@ -224,10 +230,8 @@ void GlooComm::on_completion(const Completion& c) {
 }
 
 void GlooComm::finish(Op& op) {
-  const auto& shape = op.call.shape;
-  if (op.call.op == ReduceOp::kAvg &&
-      (shape.kind == CollectiveKind::kAllReduce || shape.kind == CollectiveKind::kReduceScatter))
-    finalize_avg(op.call.recv, shape.output_count(), op.call.dtype, shape.ranks);
+  finalize_call(op.call);
+  scratch_pool_.push_back(std::move(op.scratch));  // reused by a later call
   op.complete = true;
   while (!active_.empty() && active_.front()->complete) active_.pop_front();
   if (!active_.empty()) return;

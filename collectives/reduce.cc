@@ -98,8 +98,7 @@ void divide_half(void* buf, std::uint64_t n, int divisor) {
 
 }  // namespace
 
-void reduce(void* dst, const void* a, const void* b, std::uint64_t count, DataType t,
-            ReduceOp op) {
+void reduce(void* dst, const void* a, const void* b, std::uint64_t count, DataType t, ReduceOp op) {
   const std::size_t es = dtype_size(t);
 #if defined(__x86_64__)
   if (count * es >= kStreamBytes && can_stream() && kBlockBytes % es == 0) {
@@ -120,8 +119,9 @@ void copy_bytes(void* dst, const void* src, std::uint64_t bytes) {
 #if defined(__x86_64__)
   if (bytes >= kStreamBytes && can_stream()) {
     const auto* ps = static_cast<const std::byte*>(src);
-    streamed(static_cast<std::byte*>(dst), bytes, 1,
-             [&](std::byte* out, std::uint64_t at, std::uint64_t n) { std::memcpy(out, ps + at, n); });
+    streamed(
+        static_cast<std::byte*>(dst), bytes, 1,
+        [&](std::byte* out, std::uint64_t at, std::uint64_t n) { std::memcpy(out, ps + at, n); });
     return;
   }
 #endif

@@ -279,10 +279,7 @@ bool ThreadsComm::progress(Op& op) {
 }
 
 void ThreadsComm::finish(Op& op) {
-  const auto& shape = op.call.shape;
-  if (op.call.op == ReduceOp::kAvg &&
-      (shape.kind == CollectiveKind::kAllReduce || shape.kind == CollectiveKind::kReduceScatter))
-    finalize_avg(op.call.recv, shape.output_count(), op.call.dtype, shape.ranks);
+  finalize_call(op.call);
   if (op.scratch) scratch_busy_[op.scratch_slot] = false;
   op.complete = true;
 }

@@ -51,7 +51,7 @@ struct PairQueue {
                                    : std::span<const LinkId>(route->links);
   }
   Posted inline_[2];
-  std::vector<Posted> spill;     // all waiting posts, once more than 2 waited
+  std::vector<Posted> spill;  // all waiting posts, once more than 2 waited
 
   bool empty() const { return size == 0; }
   void push(const Posted& p) {
@@ -134,7 +134,8 @@ class Simulation {
     constexpr std::size_t kFar = 15, kMid = 10, kNear = 5;
     if (const SimQueue::Event* e = queue_.peek(kFar); e && e->payload.kind != EventKind::kStepDone)
       network_.prefetch_flow(e->payload);
-    if (const SimQueue::Event* e = queue_.peek(kMid); e && e->payload.kind != EventKind::kStepDone) {
+    if (const SimQueue::Event* e = queue_.peek(kMid);
+        e && e->payload.kind != EventKind::kStepDone) {
       const std::uint64_t tag = network_.prefetch_links(e->payload);
       if (e->payload.kind == EventKind::kFlowDone && tag < transfers_.size())
         prefetch_line(&transfers_[tag]);
@@ -159,8 +160,8 @@ class Simulation {
 
   void progress(int rank) {
     RankState& rs = ranks_state_[rank];
-    steps_ += rs.runner.issue_ready(
-        [&](std::int64_t id, const Step& s) { return issue(rank, id, s); });
+    steps_ +=
+        rs.runner.issue_ready([&](std::int64_t id, const Step& s) { return issue(rank, id, s); });
     if (rs.finish < 0 && rs.runner.finished()) rs.finish = queue_.now();
   }
 
@@ -242,8 +243,8 @@ class Simulation {
       transfers_[tag] = t;
     }
     static_assert(PairQueue::kNearLinks <= Network::kInlineLinks);  // the flow copies them
-    network_.start(q.route_links(), q.latency,
-                   static_cast<double>(t.send.count * opts_.elem_bytes), tag);
+    network_.start(q.route_links(), q.latency, static_cast<double>(t.send.count * opts_.elem_bytes),
+                   tag);
   }
 
   void transfer_done(std::uint64_t tag) {

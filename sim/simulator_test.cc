@@ -112,9 +112,9 @@ TEST(Simulator, RingOnThreeTierFatTreeFollowsTheCoreLinks) {
   // links; 0->1 and 2->3 stay in a leaf (f = 2us + s/B). By the recurrence of
   // the test above the ring takes 6w.
   const std::uint64_t count = 4000;  // s = 4000 B
-  const SimResult r = run(
-      "fat-tree:tiers=3,pods=2,hosts=4,leaves=2,spines=1,cores=1,bw=10GBps,core=5GBps,lat=1us", 4,
-      count, Algorithm::kRing);
+  const SimResult r =
+      run("fat-tree:tiers=3,pods=2,hosts=4,leaves=2,spines=1,cores=1,bw=10GBps,core=5GBps,lat=1us",
+          4, count, Algorithm::kRing);
   const double s = 4000, slow = 6.0 + s / 5e9 * 1e6;
   EXPECT_LT(rel_err(time_to_us(r.total), 6 * slow), 1e-6) << time_to_us(r.total);
   for (Time f : r.rank_finish) EXPECT_EQ(f, r.total);

@@ -78,8 +78,9 @@ TEST(Generators, Errors) {
   expect_invalid([] { generate_topology("ring:n=zero"); },
                  "topology ring: n: 'zero' is not an integer");
   expect_invalid([] { generate_topology("fat-tree:hosts=7,leaves=2,spines=1"); }, "leaves");
-  expect_invalid([] { generate_topology("fat-tree:tiers=3,pods=3,hosts=8,leaves=4,spines=1,cores=1"); },
-                 "topology fat-tree: pods: 4 leaves do not divide evenly over 3 pods");
+  expect_invalid(
+      [] { generate_topology("fat-tree:tiers=3,pods=3,hosts=8,leaves=4,spines=1,cores=1"); },
+      "topology fat-tree: pods: 4 leaves do not divide evenly over 3 pods");
   expect_invalid([] { generate_topology("fat-tree:tiers=4,hosts=8,leaves=4,spines=1"); },
                  "topology fat-tree: tiers: must be 2 or 3");
   expect_invalid([] { generate_topology("fat-tree:pods=2,hosts=8,leaves=4,spines=1"); },
@@ -158,9 +159,9 @@ TEST(Routing, ThreeTierFatTreeHopCounts) {
   const Topology t =
       generate_topology("fat-tree:tiers=3,pods=2,hosts=16,leaves=4,spines=2,cores=4,lat=1us");
   Router r(t);
-  EXPECT_EQ(r.route(t.endpoint(0), t.endpoint(1)).links.size(), 2u);   // same leaf
-  EXPECT_EQ(r.route(t.endpoint(0), t.endpoint(4)).links.size(), 4u);   // same pod
-  const Route& across = r.route(t.endpoint(0), t.endpoint(8));         // across pods
+  EXPECT_EQ(r.route(t.endpoint(0), t.endpoint(1)).links.size(), 2u);  // same leaf
+  EXPECT_EQ(r.route(t.endpoint(0), t.endpoint(4)).links.size(), 4u);  // same pod
+  const Route& across = r.route(t.endpoint(0), t.endpoint(8));        // across pods
   ASSERT_EQ(across.links.size(), 6u);
   EXPECT_EQ(across.latency, parse_latency("6us", "test"));
   EXPECT_EQ(t.node(t.link(across.links[2]).to).kind, NodeKind::kSwitch);

@@ -9,8 +9,8 @@
 
 int main() {
   using namespace cclab::coll;
-  ThreadsWorld world(4);                  // 4 ranks as threads of this process
-  world.run([](Communicator& comm) {      // runs on every rank's thread
+  ThreadsWorld world(4);              // 4 ranks as threads of this process
+  world.run([](Communicator& comm) {  // runs on every rank's thread
     std::vector<float> grad(1 << 20, 1.0f + comm.rank());
     comm.allreduce(grad.data(), grad.data(), grad.size(), DataType::kF32, ReduceOp::kSum,
                    {Algorithm::kRing, /*chunks=*/2});

@@ -46,6 +46,10 @@ class Request {
   std::shared_ptr<detail::RequestImpl> impl_;
 };
 
+// The end of every backend's collective: kAvg divides the result once, by the
+// rank count (all-reduce and reduce-scatter; other collectives do not reduce).
+void finalize_call(const CollectiveCall& call);
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
