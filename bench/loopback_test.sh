@@ -9,12 +9,35 @@
 #                                  bcube must be a skipped row at odd N
 #   fault CCLAB N                  kill -9 one rank mid-run: launch and the
 #                                  survivors must fail, naming it, without hanging
+#   stall CCLAB N                  SIGSTOP one rank mid-run: the survivors must time
+#                                  out naming it, and launch must not leave it behind
+#   never-joins CCLAB              2 of 3 ranks start: both fail within the timeout
+#                                  naming rank 2
+#   env CCLAB CONVENTION N         N ranks started by hand (no launch) with
+#                                  TF_CONFIG or OMPI_COMM_WORLD_* as their identity
+#   dtypes CCLAB N                 every algorithm for every dtype (and op avg, max)
 #   redis-start DIR | redis-stop DIR   the Redis fixture (a free port on 127.0.0.1)
 # Exit 77 means skipped (CTest SKIP_RETURN_CODE).
 set -euo pipefail
 
 mode=$1
 shift
+
+# find_rank LAUNCHER_PID R: the pid of rank R of the `timeout cclab launch` job
+# LAUNCHER_PID (a grandchild with RANK=R in its environment); empty if it
+# does not appear within 20 s.
+find_rank() {
+  local child
+  for _ in $(seq 200); do
+    for child in $(pgrep -P "$(pgrep -P "$1" -d ,)" -d ' ' 2>/dev/null || true); do
+      if tr '\0' '\n' <"/proc/$child/environ" 2>/dev/null | grep -qx "RANK=$2"; then
+        echo "$child"
+        return
+      fi
+    done
+    sleep 0.1
+  done
+}
 
 bench_args=(bench --backend gloo -b 1K -e 256K -f 8 -n 2 -w 1 --check 1 --timeout-ms 20000)
 
@@ -100,15 +123,7 @@ case $mode in
     timeout 120 "$cclab" launch -n "$n" --grace-ms 15000 -- "$cclab" bench --backend gloo \
       -b 64K -e 64K -n 100000 -w 0 --check 0 --algo ring --timeout-ms 20000 >"$out" 2>&1 &
     launcher=$!
-    pid=""
-    for _ in $(seq 200); do  # find the victim: a child of launch with RANK=victim
-      # `timeout` runs `cclab launch`, whose children are the ranks.
-      for child in $(pgrep -P "$(pgrep -P "$launcher" -d ,)" -d ' ' 2>/dev/null || true); do
-        tr '\0' '\n' <"/proc/$child/environ" 2>/dev/null | grep -qx "RANK=$victim" && pid=$child
-      done
-      [[ -n $pid ]] && break
-      sleep 0.1
-    done
+    pid=$(find_rank "$launcher" "$victim")
     if [[ -z $pid ]]; then
       echo "FAIL: rank $victim never started"
       kill "$launcher" 2>/dev/null || true  # timeout stops launch, launch stops the ranks
@@ -127,13 +142,105 @@ case $mode in
       { echo "FAIL: launch did not name rank $victim"; fail=1; }
     grep -Eq "^\[[0-9]+\] cclab: .*lost rank $victim" "$out" ||
       { echo "FAIL: no survivor named rank $victim"; fail=1; }
-    if pgrep -f "CCLAB_RUN_ID" >/dev/null && false; then :; fi
     for child in $(pgrep -P "$launcher" -d ' ' || true); do
       echo "FAIL: process $child of the run still running"
       fail=1
     done
     rm -f "$out"
     exit $fail
+    ;;
+  stall)
+    cclab=$1 n=$2
+    victim=$((n - 1))
+    out=$(mktemp)
+    timeout 120 "$cclab" launch -n "$n" --grace-ms 2000 -- "$cclab" bench --backend gloo \
+      -b 64K -e 64K -n 100000 -w 0 --check 0 --algo ring --timeout-ms 3000 >"$out" 2>&1 &
+    launcher=$!
+    pid=$(find_rank "$launcher" "$victim")
+    [[ -n $pid ]] || { echo "FAIL: rank $victim never started"; cat "$out"; exit 1; }
+    sleep 2
+    kill -STOP "$pid"
+    start=$SECONDS
+    status=0
+    wait "$launcher" || status=$?
+    cat "$out"
+    fail=0
+    ((status != 0 && status != 124)) || { echo "FAIL: launch exited $status"; fail=1; }
+    grep -Eq "^\[[0-9]+\] cclab: rank [0-9]+: timed out after 3000 ms in .*rank $victim" "$out" ||
+      { echo "FAIL: no survivor timed out naming rank $victim"; fail=1; }
+    # 3 s timeout, 2 s grace, then launch's SIGTERM and SIGKILL of the stopped rank.
+    ((SECONDS - start < 60)) || { echo "FAIL: took $((SECONDS - start)) s"; fail=1; }
+    kill -0 "$pid" 2>/dev/null && { echo "FAIL: stopped rank $pid left running"; fail=1; }
+    rm -f "$out"
+    exit $fail
+    ;;
+  never-joins)
+    cclab=$1
+    dir=$(mktemp -d)
+    pids=()
+    for r in 0 1; do
+      RANK=$r WORLD_SIZE=3 CCLAB_RENDEZVOUS=file:$dir CCLAB_BIND=127.0.0.1 timeout 60 \
+        "$cclab" bench --backend gloo -b 1K -e 1K -n 1 -w 0 --timeout-ms 2000 >"$dir/out$r" 2>&1 &
+      pids+=($!)
+    done
+    fail=0
+    for r in 0 1; do
+      status=0
+      wait "${pids[$r]}" || status=$?
+      cat "$dir/out$r"
+      ((status == 1)) || { echo "FAIL: rank $r exited $status (want 1)"; fail=1; }
+      grep -q "rank $r: rendezvous .* of 3 ranks failed within 2000 ms: rank(s) 2 never joined" \
+        "$dir/out$r" || { echo "FAIL: rank $r did not name rank 2"; fail=1; }
+    done
+    rm -rf "$dir"
+    exit $fail
+    ;;
+  env)
+    cclab=$1 convention=$2 n=$3
+    dir=$(mktemp -d)
+    workers=()
+    for ((r = 1; r < n; r++)); do workers+=("\"127.0.0.1:$((23000 + r))\""); done
+    cluster="{\"chief\": [\"127.0.0.1:23000\"], \"worker\": [$(IFS=,; echo "${workers[*]}")]}"
+    pids=()
+    for ((r = 0; r < n; r++)); do
+      case $convention in
+        tf_config)
+          if ((r == 0)); then task='{"type": "chief", "index": 0}'; else
+            task="{\"type\": \"worker\", \"index\": $((r - 1))}"; fi
+          identity=(TF_CONFIG="{\"cluster\": $cluster, \"task\": $task}")
+          ;;
+        ompi)
+          identity=(OMPI_COMM_WORLD_RANK=$r OMPI_COMM_WORLD_SIZE=$n
+            OMPI_COMM_WORLD_LOCAL_RANK=$r OMPI_COMM_WORLD_LOCAL_SIZE=$n)
+          ;;
+        *) echo "loopback_test.sh: unknown convention '$convention'" >&2; exit 2 ;;
+      esac
+      env -u RANK -u WORLD_SIZE "${identity[@]}" CCLAB_RENDEZVOUS="file:$dir/store" \
+        CCLAB_BIND=127.0.0.1 timeout 120 "$cclab" "${bench_args[@]}" --algo all >"$dir/out$r" 2>&1 &
+      pids+=($!)
+    done
+    fail=0
+    for ((r = 0; r < n; r++)); do
+      status=0
+      wait "${pids[$r]}" || status=$?
+      ((status == 0)) || { cat "$dir/out$r"; echo "FAIL: rank $r exited $status"; fail=1; }
+    done
+    cat "$dir/out0"
+    grep -q "^# cclab bench: backend gloo, ranks $n," "$dir/out0" ||
+      { echo "FAIL: rank 0 did not report $n ranks"; fail=1; }
+    grep -q "^# #wrong total: 0 (OK)" "$dir/out0" || { echo "FAIL: no #wrong total 0"; fail=1; }
+    rm -rf "$dir"
+    exit $fail
+    ;;
+  dtypes)
+    cclab=$1 n=$2
+    runs=("f64 sum" "f16 sum" "bf16 sum" "i32 sum" "i64 prod" "u8 max" "f32 avg" "f32 min")
+    for run in "${runs[@]}"; do
+      read -r dtype op <<<"$run"
+      echo "== $dtype $op"
+      timeout 120 "$cclab" launch -n "$n" -- "$cclab" "${bench_args[@]}" -e 8K --algo all \
+        --dtype "$dtype" --op "$op" || { echo "FAIL: $dtype $op"; exit 1; }
+    done
     ;;
   *)
     echo "loopback_test.sh: unknown mode '$mode'" >&2

@@ -6,12 +6,16 @@
 //    overlaps the transfer of the next).
 // The k-th message of a collective from rank a to rank b uses slot
 // (seq, a<b, k) on both sides, which gives the schedule's FIFO matching per
-// ordered pair while any number of transfers are in flight. Completions come
-// from the WaiterPool (gloo_waiter.h); the StepRunner decides what to issue.
+// ordered pair while any number of transfers are in flight. Completions are
+// handled on the thread that waited for them (gloo_waiter.h), under the
+// communicator's mutex; the StepRunner decides what to issue next. The rank's
+// thread only sleeps until its collective is complete or has failed.
 #include "gloo_comm.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <map>
+#include <mutex>
 
 #include <fmt/format.h>
 #include <gloo/context.h>
@@ -66,18 +70,14 @@ class GlooComm final : public Communicator {
       : world_(std::move(world)),
         ctx_(std::move(ctx)),
         prefix_(std::move(prefix)),
-        waiters_(timeout) {
+        waiters_(timeout, [this](const Completion& c) { on_completion(c); }) {
     set_timeout(timeout);
   }
   ~GlooComm() override {
-    // Unblock every waiter before the buffers it waits on go away.
-    for (auto& op : active_)
-      for (auto& [id, t] : op->inflight) {
-        if (t.step.kind == StepKind::kSend)
-          t.buf->abortWaitSend();
-        else
-          t.buf->abortWaitRecv();
-      }
+    // Handlers that still run see closing_ and touch nothing.
+    std::lock_guard lock(mu_);
+    closing_ = true;
+    abort_waits();
   }
   int rank() const override { return ctx_->rank; }
   int size() const override { return ctx_->size; }
@@ -102,12 +102,24 @@ class GlooComm final : public Communicator {
   std::uint64_t slot(std::uint64_t seq, int from, int to, std::uint32_t k) const {
     return (1ull << 63) | ((seq & 0x7fffffffull) << 32) | (from < to ? 1ull << 31 : 0) | k;
   }
-  void check_usable() const {
-    if (!broken_.empty())
-      throw Error(fmt::format("rank {}: communicator unusable after an earlier error: {}", rank(),
-                              broken_));
+  // Throws the recorded error: its own message the first time, then as the
+  // reason the communicator is unusable.
+  void check_usable() {
+    if (broken_.empty()) return;
+    const std::string msg =
+        std::exchange(broken_reported_, true)
+            ? fmt::format("rank {}: communicator unusable after an earlier error: {}", rank(),
+                          broken_)
+            : broken_;
+    if (broken_timeout_) throw TimeoutError(msg);
+    throw Error(msg);
   }
-  [[noreturn]] void fail(const std::string& msg, bool timeout);
+  // Records the first error (under mu_) and wakes the rank's thread to throw it.
+  void set_broken(std::string msg, bool timeout);
+  // Unblocks every wait on a transfer in flight (it returns "aborted").
+  void abort_waits();
+  Op* find_op(std::uint64_t seq);
+  void wait_locked(std::unique_lock<std::mutex>& lock, Op& op);
   std::string where(const Op& op, std::int64_t id, const Step& s) const {
     return fmt::format("{} #{} ({}) at step {} ({})", collective_name(op.call.shape.kind), op.seq,
                        op.schedule->name(), id, describe(s));
@@ -125,7 +137,11 @@ class GlooComm final : public Communicator {
   std::vector<std::byte> arena_;
   std::size_t arena_used_ = 0, arena_need_ = 0;
   std::vector<std::unique_ptr<std::byte[]>> overflow_;
+  std::mutex mu_;  // guards everything above and below
+  std::condition_variable progress_cv_;
+  Clock::time_point last_progress_ = Clock::now();
   std::string broken_;
+  bool broken_timeout_ = false, broken_reported_ = false, closing_ = false;
   WaiterPool waiters_;  // last: destroyed (joined) first
 };
 
@@ -133,7 +149,9 @@ void GlooRequest::wait() { comm_->wait(*op_); }
 bool GlooRequest::test() { return comm_->test(*op_); }
 
 Request GlooComm::start(const CollectiveCall& call) {
+  std::lock_guard lock(mu_);
   check_usable();
+  if (active_.empty()) last_progress_ = Clock::now();
   auto op = std::make_shared<Op>();
   op->seq = next_seq_++;
   op->call = call;
@@ -201,38 +219,80 @@ bool GlooComm::issue(Op& op, std::int64_t id, const Step& s) {
       t.buf->recv(s.peer, slot(op.seq, s.peer, rank(), op.recvs_from[s.peer]++));
     }
   } catch (const std::exception& e) {  // the pair to that peer is already broken
-    fail(fmt::format("rank {}: lost rank {} in {}: {}", rank(), s.peer, where(op, id, s), e.what()),
-         false);
+    set_broken(
+        fmt::format("rank {}: lost rank {} in {}: {}", rank(), s.peer, where(op, id, s), e.what()),
+        false);
+    return false;  // never completes; wait() throws the error
   }
-  waiters_.submit(t.buf.get(), s.kind != StepKind::kSend, op.seq, id);
+  waiters_.submit({t.buf.get(), s.kind != StepKind::kSend, op.seq, id});
   op.inflight.emplace(id, std::move(t));
   return false;
 }
 
-void GlooComm::on_completion(const Completion& c) {
-  auto it = std::find_if(active_.begin(), active_.end(),
-                         [&](const auto& op) { return op->seq == c.op_seq; });
+Op* GlooComm::find_op(std::uint64_t seq) {
+  auto it =
+      std::find_if(active_.begin(), active_.end(), [&](const auto& op) { return op->seq == seq; });
   CCLAB_CHECK(it != active_.end(), "completion of an unknown collective");
-  Op& op = **it;
+  return it->get();
+}
+
+void GlooComm::on_completion(const Completion& c) {
+  std::unique_lock lock(mu_);
+  if (closing_ || !broken_.empty()) return;
+  Op& op = *find_op(c.op_seq);
   auto t = op.inflight.find(c.step_id);
   CCLAB_CHECK(t != op.inflight.end(), "completion of a step not in flight");
-  const Step& s = t->second.step;
-  if (!c.ok)
-    fail(fmt::format("rank {}: lost rank {} in {}: {}", rank(), s.peer, where(op, c.step_id, s),
-                     c.error),
-         false);
-  if (s.kind == StepKind::kRecvReduce)
-    reduce(address(op, s.dst), address(op, s.src), t->second.staging, s.dst.count, op.call.dtype,
+  const Step s = t->second.step;
+  if (!c.ok) {
+    const auto at = where(op, c.step_id, s);
+    set_broken(c.timed_out
+                   ? fmt::format("rank {}: timed out after {} ms in {}, waiting for rank {}",
+                                 rank(), timeout().count(), at, s.peer)
+                   : fmt::format("rank {}: lost rank {} in {}: {}", rank(), s.peer, at, c.error),
+               c.timed_out);
+    return;
+  }
+  if (s.kind == StepKind::kRecvReduce) {
+    // The step's regions belong to it until it completes: reduce unlocked, so
+    // other transfers' completions proceed meanwhile.
+    const std::byte* staged = t->second.staging;
+    lock.unlock();
+    reduce(address(op, s.dst), address(op, s.src), staged, s.dst.count, op.call.dtype,
            step_op(op.call.op));
-  op.inflight.erase(t);
+    lock.lock();
+    if (closing_ || !broken_.empty()) return;
+  }
+  op.inflight.erase(c.step_id);
   op.runner->complete(c.step_id);
+  last_progress_ = Clock::now();
   issue_ready(op);
+}
+
+void GlooComm::set_broken(std::string msg, bool timeout) {
+  if (!broken_.empty()) return;
+  broken_ = std::move(msg);
+  broken_timeout_ = timeout;
+  // Threads blocked on other transfers (the rank's own among them) return now
+  // rather than at their timeout; their completions are then ignored.
+  abort_waits();
+  progress_cv_.notify_all();
+}
+
+void GlooComm::abort_waits() {
+  for (auto& op : active_)
+    for (auto& [id, t] : op->inflight) {
+      if (t.step.kind == StepKind::kSend)
+        t.buf->abortWaitSend();
+      else
+        t.buf->abortWaitRecv();
+    }
 }
 
 void GlooComm::finish(Op& op) {
   finalize_call(op.call);
   scratch_pool_.push_back(std::move(op.scratch));  // reused by a later call
   op.complete = true;
+  progress_cv_.notify_all();
   while (!active_.empty() && active_.front()->complete) active_.pop_front();
   if (!active_.empty()) return;
   // No collective holds staging now: keep one arena large enough for next time.
@@ -241,38 +301,39 @@ void GlooComm::finish(Op& op) {
   arena_used_ = arena_need_ = 0;
 }
 
-void GlooComm::fail(const std::string& msg, bool timeout) {
-  broken_ = msg;
-  if (timeout) throw TimeoutError(msg);
-  throw Error(msg);
+void GlooComm::wait(Op& op) {
+  std::unique_lock lock(mu_);
+  wait_locked(lock, op);
 }
 
-void GlooComm::wait(Op& op) {
-  check_usable();
-  while (!op.complete) {
-    if (auto c = waiters_.next(timeout())) {
-      on_completion(*c);
+void GlooComm::wait_locked(std::unique_lock<std::mutex>& lock, Op& op) {
+  for (;;) {
+    check_usable();
+    if (op.complete) return;
+    // Wait on one of this collective's transfers here rather than hand it to
+    // a worker: the thread that waited continues without a wake-up.
+    lock.unlock();
+    const bool ran = waiters_.run_one_of(op.seq, timeout());
+    lock.lock();
+    if (ran) continue;
+    const auto deadline = last_progress_ + timeout();
+    if (progress_cv_.wait_until(lock, deadline, [&] { return op.complete || !broken_.empty(); }) ||
+        Clock::now() < last_progress_ + timeout())
       continue;
-    }
     // Nothing completed for a whole timeout: name the oldest step in flight.
-    std::string at = "after its last step";
+    std::string at(collective_name(op.call.shape.kind));
     if (!op.inflight.empty()) {
       const auto& [id, t] = *op.inflight.begin();
       at = fmt::format("{}, waiting for rank {}", where(op, id, t.step), t.step.peer);
     }
-    fail(fmt::format("rank {}: timed out after {} ms in {}", rank(), timeout().count(),
-                     op.inflight.empty() ? collective_name(op.call.shape.kind) : at),
-         true);
+    set_broken(fmt::format("rank {}: timed out after {} ms in {}", rank(), timeout().count(), at),
+               true);
   }
 }
 
 bool GlooComm::test(Op& op) {
+  std::lock_guard lock(mu_);
   check_usable();
-  while (!op.complete)
-    if (auto c = waiters_.next(std::chrono::milliseconds(0)))
-      on_completion(*c);
-    else
-      break;
   return op.complete;
 }
 

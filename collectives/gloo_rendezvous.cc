@@ -5,6 +5,7 @@
 #include <system_error>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gloo/common/error.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
@@ -52,6 +53,22 @@ std::string hostname() {
   return name;
 }
 
+// The ranks whose address key (Gloo's full-mesh rendezvous sets one per rank,
+// named by the rank) is not in the store, as "1, 3" (at most 16 named).
+std::string missing_ranks(gloo::rendezvous::Store& store, int size) {
+  std::vector<std::string> missing;
+  int count = 0;
+  for (int r = 0; r < size; ++r) {
+    try {
+      store.wait({std::to_string(r)}, std::chrono::milliseconds(1));
+    } catch (const std::exception&) {
+      if (++count <= 16) missing.push_back(std::to_string(r));
+    }
+  }
+  if (count > 16) missing.push_back(fmt::format("and {} more", count - 16));
+  return fmt::format("{}", fmt::join(missing, ", "));
+}
+
 }  // namespace
 
 std::shared_ptr<gloo::Context> connect(GlooWorld& world, const std::string& prefix, int rank,
@@ -62,11 +79,11 @@ std::shared_ptr<gloo::Context> connect(GlooWorld& world, const std::string& pref
   try {
     ctx->connectFullMesh(store, world.device);
   } catch (const gloo::IoException& e) {
-    // Gloo names the store keys it waited for; a key is a rank.
-    throw TimeoutError(
-        fmt::format("rank {}: rendezvous via {} (prefix '{}') of {} ranks failed "
-                    "within {} ms: {}",
-                    rank, world.rendezvous.spec(), prefix, size, timeout.count(), e.what()));
+    const auto missing = missing_ranks(store, size);
+    throw TimeoutError(fmt::format(
+        "rank {}: rendezvous via {} (prefix '{}') of {} ranks failed within {} ms: {}{}", rank,
+        world.rendezvous.spec(), prefix, size, timeout.count(),
+        missing.empty() ? "" : fmt::format("rank(s) {} never joined; ", missing), e.what()));
   } catch (const gloo::Exception& e) {
     throw Error(fmt::format("rank {}: rendezvous via {} (prefix '{}') failed: {}", rank,
                             world.rendezvous.spec(), prefix, e.what()));

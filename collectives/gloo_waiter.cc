@@ -1,5 +1,6 @@
 #include "gloo_waiter.h"
 
+#include <algorithm>
 #include <exception>
 
 #include <gloo/transport/unbound_buffer.h>
@@ -15,50 +16,71 @@ WaiterPool::~WaiterPool() {
   for (auto& t : threads_) t.join();
 }
 
-void WaiterPool::submit(gloo::transport::UnboundBuffer* buf, bool is_recv, std::uint64_t op_seq,
-                        std::int64_t step_id) {
+void WaiterPool::submit(const WaitJob& job) {
   std::lock_guard lock(mu_);
-  jobs_.push_back({buf, is_recv, op_seq, step_id});
-  // A job must never queue behind a wait that only this rank's progress can end.
-  if (idle_ < static_cast<int>(jobs_.size())) {
+  jobs_.push_back(job);
+  // Workers coming back from a handler, and those already woken, will take
+  // queued jobs; wake (or start) one more only for a job none of them takes.
+  if (static_cast<int>(jobs_.size()) <= returning_ + waking_) return;
+  if (idle_ == waking_) {
     threads_.emplace_back([this] { work(); });
     ++idle_;
   }
+  ++waking_;
   jobs_cv_.notify_one();
 }
 
-std::optional<Completion> WaiterPool::next(std::chrono::milliseconds timeout) {
-  std::unique_lock lock(mu_);
-  if (!done_cv_.wait_for(lock, timeout, [&] { return !done_.empty(); })) return std::nullopt;
-  Completion c = std::move(done_.front());
-  done_.pop_front();
+bool WaiterPool::run_one_of(std::uint64_t op_seq, std::chrono::milliseconds limit) {
+  WaitJob job;
+  {
+    std::lock_guard lock(mu_);
+    auto it = std::find_if(jobs_.begin(), jobs_.end(),
+                           [&](const WaitJob& j) { return j.op_seq == op_seq; });
+    if (it == jobs_.end()) return false;
+    job = *it;
+    jobs_.erase(it);
+  }
+  handler_(wait(job, limit));
+  return true;
+}
+
+Completion WaiterPool::wait(const WaitJob& job, std::chrono::milliseconds limit) const {
+  Completion c{job.op_seq, job.step_id, true, false, {}};
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    c.ok = job.is_recv ? job.buf->waitRecv(nullptr, limit) : job.buf->waitSend(nullptr, limit);
+    if (!c.ok) c.error = "transfer aborted";
+  } catch (const std::exception& e) {
+    c.ok = false;
+    c.error = e.what();
+  }
+  c.timed_out = !c.ok && std::chrono::steady_clock::now() - start >= limit;
   return c;
 }
 
 void WaiterPool::work() {
   std::unique_lock lock(mu_);
   for (;;) {
-    jobs_cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+    jobs_cv_.wait(lock, [&] { return stop_ || waking_ > 0; });
     if (stop_) return;
-    const Job job = jobs_.front();
-    jobs_.pop_front();
+    --waking_;
+    if (jobs_.empty()) continue;  // the rank's thread took it
     --idle_;
-    lock.unlock();
-    Completion c{job.op_seq, job.step_id, true, {}};
-    try {
+    do {
+      const WaitJob job = jobs_.front();
+      jobs_.pop_front();
+      lock.unlock();
       // Twice the rank's own timeout: the rank's thread notices a stall first
       // and reports it with the step; this is only the backstop.
-      const auto limit = timeout_ * 2;
-      c.ok = job.is_recv ? job.buf->waitRecv(nullptr, limit) : job.buf->waitSend(nullptr, limit);
-      if (!c.ok) c.error = "transfer aborted";
-    } catch (const std::exception& e) {
-      c.ok = false;
-      c.error = e.what();
-    }
-    lock.lock();
+      const Completion c = wait(job, timeout_ * 2);
+      lock.lock();
+      ++returning_;
+      lock.unlock();
+      handler_(c);
+      lock.lock();
+      --returning_;
+    } while (!jobs_.empty() && !stop_);
     ++idle_;
-    done_.push_back(std::move(c));
-    done_cv_.notify_one();
   }
 }
 

@@ -1,17 +1,21 @@
 // Completion of Gloo unbound-buffer transfers. Gloo's tcp transport moves data
 // on its own loop thread, but the only way to learn that a transfer finished
 // is a blocking waitSend/waitRecv, and a wait that times out breaks the whole
-// context. So each posted transfer is waited on by a thread of this pool with
-// the full timeout, and completions queue up for the rank's thread, which
-// can thus react to whichever transfer finishes first.
+// context. So every posted transfer gets a thread that waits on it with the
+// full timeout and then runs the communicator's handler itself (reduce,
+// issue the next steps), as Gloo's own algorithms continue on the thread that
+// waited: one thread hand-off per message, not two. A worker that comes back
+// from its handler takes the next queued wait without being woken, and the
+// rank's own thread, while it waits for a collective, takes that
+// collective's queued waits itself.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,42 +26,53 @@ class UnboundBuffer;
 
 namespace cclab::coll::detail {
 
+struct WaitJob {
+  gloo::transport::UnboundBuffer* buf = nullptr;
+  bool is_recv = false;
+  std::uint64_t op_seq = 0;
+  std::int64_t step_id = 0;
+};
+
 struct Completion {
   std::uint64_t op_seq = 0;
   std::int64_t step_id = 0;
   bool ok = true;
-  std::string error;  // Gloo's message when !ok
+  bool timed_out = false;  // the wait reached its limit
+  std::string error;       // Gloo's message when !ok
 };
 
 class WaiterPool {
  public:
-  explicit WaiterPool(std::chrono::milliseconds timeout) : timeout_(timeout) {}
-  ~WaiterPool();  // call abort_all() on outstanding buffers first
+  // Runs on the thread that waited, with no lock of the pool held.
+  using Handler = std::function<void(const Completion&)>;
+
+  WaiterPool(std::chrono::milliseconds timeout, Handler handler)
+      : timeout_(timeout), handler_(std::move(handler)) {}
+  ~WaiterPool();  // abort the outstanding buffers' waits first
   WaiterPool(const WaiterPool&) = delete;
   WaiterPool& operator=(const WaiterPool&) = delete;
 
-  // Queues a wait on `buf` (which must outlive it); grows the pool so that
-  // every outstanding wait has a thread.
-  void submit(gloo::transport::UnboundBuffer* buf, bool is_recv, std::uint64_t op_seq,
-              std::int64_t step_id);
-  // The next completion, or nullopt when none arrives within `timeout`.
-  std::optional<Completion> next(std::chrono::milliseconds timeout);
+  // Queues a wait on `job.buf` (which must outlive it); every queued wait is
+  // sure to get a thread, so none queues behind a wait that only this rank's
+  // progress can end.
+  void submit(const WaitJob& job);
+  // Takes the oldest queued wait of collective `op_seq` and runs it (wait,
+  // then handler) on the calling thread with `limit`; false when none is queued.
+  bool run_one_of(std::uint64_t op_seq, std::chrono::milliseconds limit);
 
  private:
-  struct Job {
-    gloo::transport::UnboundBuffer* buf;
-    bool is_recv;
-    std::uint64_t op_seq;
-    std::int64_t step_id;
-  };
+  Completion wait(const WaitJob& job, std::chrono::milliseconds limit) const;
   void work();
 
   std::chrono::milliseconds timeout_;
+  Handler handler_;
   std::mutex mu_;
-  std::condition_variable jobs_cv_, done_cv_;
-  std::deque<Job> jobs_;
-  std::deque<Completion> done_;
-  int idle_ = 0;
+  std::condition_variable jobs_cv_;
+  std::deque<WaitJob> jobs_;
+  // A queued wait needs a thread that is not itself blocked in a wait:
+  int idle_ = 0;       // workers not running a job (asleep, or woken and not yet running)
+  int waking_ = 0;     // of those, the ones notified for a job
+  int returning_ = 0;  // workers in a handler: they take the next queued job, unwoken
   bool stop_ = false;
   std::vector<std::thread> threads_;
 };
