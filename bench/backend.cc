@@ -68,6 +68,7 @@ class GlooBackend final : public Backend {
     // A run id keeps the keys of this run apart from a stale run's in the same store.
     g.prefix = fmt::format("cclab/{}/world", env("CCLAB_RUN_ID").value_or("run"));
     g.host = !o.bind.empty() ? o.bind : env("CCLAB_BIND").value_or(id.host);
+    g.host_name = id.host;  // TF_CONFIG's host; empty: the hostname
     g.timeout = o.timeout;
     // Before Gloo starts its threads, so that they inherit the core.
     if (o.pin) pin_to_core(id.rank);
@@ -78,6 +79,7 @@ class GlooBackend final : public Backend {
   void run(const std::function<void(coll::Communicator&)>& fn) override { fn(*comm_); }
   bool shares_memory() const override { return false; }
   bool reports() const override { return comm_->rank() == 0; }
+  int host_group_size() const override { return comm_->host_group_size(); }
 
  private:
   std::unique_ptr<coll::Communicator> comm_;

@@ -31,6 +31,8 @@ class Backend {
   virtual bool shares_memory() const { return true; }
   // Whether this process prints the results (with processes: rank 0 only).
   virtual bool reports() const { return true; }
+  // The `hier` group size the ranks' placement suggests (ranks per host); 0: none.
+  virtual int host_group_size() const { return 0; }
 };
 
 // What a backend is made from; the process backends read their identity and

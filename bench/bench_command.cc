@@ -92,8 +92,7 @@ void add_bench_command(CLI::App& app) {
   });
 }
 
-int run_bench(const BenchConfig& config, std::ostream& out, std::ostream& err,
-              const BenchFlags& flags) {
+int run_bench(BenchConfig config, std::ostream& out, std::ostream& err, const BenchFlags& flags) {
   BackendOptions options;
   options.ranks = config.ranks;
   options.timeout = config.timeout;
@@ -101,6 +100,8 @@ int run_bench(const BenchConfig& config, std::ostream& out, std::ostream& err,
   options.bind = flags.bind;
   options.pin = config.pin;
   auto backend = make_backend(config.backend, options);
+  // Without --group-size, `hier` groups the ranks that share a host.
+  if (config.group_size == 0) config.group_size = backend->host_group_size();
   if (!backend->reports()) {
     run_sweep(config, *backend);  // rank 0 prints; the others only take part
     return 0;

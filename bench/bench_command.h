@@ -18,7 +18,7 @@ void add_bench_command(CLI::App& app);
 // Runs the sweep, prints the table to `out`, writes the JSON file if asked;
 // returns the exit status (1 when any result was wrong, else 0).
 // `flags` carries what only a process backend needs (--rendezvous, --bind).
-int run_bench(const BenchConfig& config, std::ostream& out, std::ostream& err,
+int run_bench(BenchConfig config, std::ostream& out, std::ostream& err,
               const BenchFlags& flags = {});
 
 }  // namespace cclab::bench

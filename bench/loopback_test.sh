@@ -198,9 +198,12 @@ case $mode in
   env)
     cclab=$1 convention=$2 n=$3
     dir=$(mktemp -d)
+    # Two ranks per loopback address (127.0.0.1, 127.0.0.2, ...): with TF_CONFIG
+    # each binds to its task's host, and `hier` groups the ranks by host.
+    addr() { echo "127.0.0.$(($1 / 2 + 1)):$((23000 + $1))"; }
     workers=()
-    for ((r = 1; r < n; r++)); do workers+=("\"127.0.0.1:$((23000 + r))\""); done
-    cluster="{\"chief\": [\"127.0.0.1:23000\"], \"worker\": [$(IFS=,; echo "${workers[*]}")]}"
+    for ((r = 1; r < n; r++)); do workers+=("\"$(addr $r)\""); done
+    cluster="{\"chief\": [\"$(addr 0)\"], \"worker\": [$(IFS=,; echo "${workers[*]}")]}"
     pids=()
     for ((r = 0; r < n; r++)); do
       case $convention in
@@ -211,12 +214,12 @@ case $mode in
           ;;
         ompi)
           identity=(OMPI_COMM_WORLD_RANK=$r OMPI_COMM_WORLD_SIZE=$n
-            OMPI_COMM_WORLD_LOCAL_RANK=$r OMPI_COMM_WORLD_LOCAL_SIZE=$n)
+            OMPI_COMM_WORLD_LOCAL_RANK=$r OMPI_COMM_WORLD_LOCAL_SIZE=$n CCLAB_BIND=127.0.0.1)
           ;;
         *) echo "loopback_test.sh: unknown convention '$convention'" >&2; exit 2 ;;
       esac
-      env -u RANK -u WORLD_SIZE "${identity[@]}" CCLAB_RENDEZVOUS="file:$dir/store" \
-        CCLAB_BIND=127.0.0.1 timeout 120 "$cclab" "${bench_args[@]}" --algo all >"$dir/out$r" 2>&1 &
+      env -u RANK -u WORLD_SIZE -u CCLAB_BIND "${identity[@]}" CCLAB_RENDEZVOUS="file:$dir/store" \
+        timeout 120 "$cclab" "${bench_args[@]}" --algo all >"$dir/out$r" 2>&1 &
       pids+=($!)
     done
     fail=0
@@ -229,6 +232,9 @@ case $mode in
     grep -q "^# cclab bench: backend gloo, ranks $n," "$dir/out0" ||
       { echo "FAIL: rank 0 did not report $n ranks"; fail=1; }
     grep -q "^# #wrong total: 0 (OK)" "$dir/out0" || { echo "FAIL: no #wrong total 0"; fail=1; }
+    if [[ $convention == tf_config ]] && ((n % 2 == 0 && n > 2)); then
+      grep -q "hier group size 2," "$dir/out0" || { echo "FAIL: hier not grouped by host"; fail=1; }
+    fi
     rm -rf "$dir"
     exit $fail
     ;;

@@ -82,6 +82,9 @@ class GlooComm final : public Communicator {
   int rank() const override { return ctx_->rank; }
   int size() const override { return ctx_->size; }
   Request start(const CollectiveCall& call) override;
+  int host_group_size() const override { return host_group_size_; }
+  // Exchanges host names (an all-gather) and sets host_group_size().
+  void group_by_host(const std::string& host_name);
   void barrier() override;
   std::unique_ptr<Communicator> split(int color, int key) override;
 
@@ -130,6 +133,7 @@ class GlooComm final : public Communicator {
   std::string prefix_;
   std::uint64_t next_seq_ = 0;
   std::uint64_t split_seq_ = 0;
+  int host_group_size_ = 0;
   std::deque<std::shared_ptr<Op>> active_;
   std::vector<std::vector<std::byte>> scratch_pool_;  // scratch of finished collectives
   // Staging for receives that reduce: one arena reused by every collective,
@@ -155,6 +159,8 @@ Request GlooComm::start(const CollectiveCall& call) {
   auto op = std::make_shared<Op>();
   op->seq = next_seq_++;
   op->call = call;
+  if (call.algo.group_size == 0 && host_group_size_ > 0)
+    op->call.algo.group_size = host_group_size_;
   op->esize = dtype_size(call.dtype);
   op->schedule = make_schedule(call.shape, call.algo, op->esize);
   op->runner = std::make_unique<StepRunner>(op->schedule->program(rank()));
@@ -345,6 +351,17 @@ void GlooComm::barrier() {
   allreduce(&byte, &byte, 1, DataType::kU8, ReduceOp::kMax, algo);
 }
 
+void GlooComm::group_by_host(const std::string& host_name) {
+  // Fixed-size records (a hostname is at most 255 bytes), so one all-gather.
+  constexpr std::size_t kLen = 256;
+  std::vector<char> mine(kLen, '\0'), all(kLen * static_cast<std::size_t>(size()));
+  std::copy_n(host_name.begin(), std::min(host_name.size(), kLen - 1), mine.begin());
+  all_gather(mine.data(), all.data(), kLen, DataType::kU8);
+  std::vector<std::string> hosts;
+  for (int r = 0; r < size(); ++r) hosts.emplace_back(all.data() + r * kLen);
+  host_group_size_ = uniform_host_block(hosts);
+}
+
 std::unique_ptr<Communicator> GlooComm::split(int color, int key) {
   const std::uint64_t seq = split_seq_++;
   std::vector<std::int32_t> mine = {color, key}, all(2 * static_cast<std::size_t>(size()));
@@ -365,10 +382,29 @@ std::unique_ptr<Communicator> GlooComm::split(int color, int key) {
 
 std::unique_ptr<Communicator> make_gloo_comm(std::shared_ptr<GlooWorld> world,
                                              std::shared_ptr<gloo::Context> context,
-                                             std::string prefix,
-                                             std::chrono::milliseconds timeout) {
-  return std::make_unique<GlooComm>(std::move(world), std::move(context), std::move(prefix),
-                                    timeout);
+                                             std::string prefix, std::chrono::milliseconds timeout,
+                                             const std::string& host_name) {
+  auto comm =
+      std::make_unique<GlooComm>(std::move(world), std::move(context), std::move(prefix), timeout);
+  if (!host_name.empty()) comm->group_by_host(host_name);
+  return comm;
+}
+
+int uniform_host_block(const std::vector<std::string>& hosts) {
+  const int n = static_cast<int>(hosts.size());
+  if (n < 2) return 0;
+  int block = 1;
+  while (block < n && hosts[block] == hosts[0]) ++block;
+  // One host: no hierarchy of hosts; the default grouping keeps `hier` distinct.
+  if (block == n || n % block != 0) return 0;
+  std::vector<std::string> seen;
+  for (int start = 0; start < n; start += block) {
+    for (int r = start; r < start + block; ++r)
+      if (hosts[r] != hosts[start]) return 0;
+    if (std::find(seen.begin(), seen.end(), hosts[start]) != seen.end()) return 0;
+    seen.push_back(hosts[start]);
+  }
+  return block;
 }
 
 std::shared_ptr<gloo::Context> gloo_context(Communicator& comm) {

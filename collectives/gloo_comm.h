@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cclab/collectives/communicator.h"
 
@@ -20,10 +21,20 @@ namespace cclab::coll::detail {
 // rendezvous again on split) and the device (the bound TCP address).
 struct GlooWorld;
 
-// A connected context: `prefix` is the store prefix it met under.
+// A connected context: `prefix` is the store prefix it met under. With a
+// non-empty `host_name` the ranks exchange their host names (a collective)
+// and group by host for `hier`.
 std::unique_ptr<Communicator> make_gloo_comm(std::shared_ptr<GlooWorld> world,
                                              std::shared_ptr<gloo::Context> context,
-                                             std::string prefix, std::chrono::milliseconds timeout);
+                                             std::string prefix, std::chrono::milliseconds timeout,
+                                             const std::string& host_name = {});
+
+// Ranks per host when `hosts` (one name per rank) is two or more equal blocks
+// of consecutive ranks, each on a distinct host; 0 otherwise.
+int uniform_host_block(const std::vector<std::string>& hosts);
+
+// The hostname of this machine ("localhost" when it cannot be read).
+std::string hostname();
 
 // Connects rank/size under `prefix` of the world's store (a full mesh).
 std::shared_ptr<gloo::Context> connect(GlooWorld& world, const std::string& prefix, int rank,

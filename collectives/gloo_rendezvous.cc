@@ -47,12 +47,6 @@ std::unique_ptr<gloo::rendezvous::Store> open_store(const Rendezvous& r) {
   }
 }
 
-std::string hostname() {
-  char name[256] = {};
-  if (gethostname(name, sizeof name - 1) != 0) return "localhost";
-  return name;
-}
-
 // The ranks whose address key (Gloo's full-mesh rendezvous sets one per rank,
 // named by the rank) is not in the store, as "1, 3" (at most 16 named).
 std::string missing_ranks(gloo::rendezvous::Store& store, int size) {
@@ -70,6 +64,12 @@ std::string missing_ranks(gloo::rendezvous::Store& store, int size) {
 }
 
 }  // namespace
+
+std::string hostname() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return "localhost";
+  return name;
+}
 
 std::shared_ptr<gloo::Context> connect(GlooWorld& world, const std::string& prefix, int rank,
                                        int size, std::chrono::milliseconds timeout) {
@@ -111,7 +111,8 @@ std::unique_ptr<Communicator> make_gloo_communicator(const GlooOptions& o) {
         fmt::format("gloo: cannot bind a TCP device to '{}': {}", attr.hostname, e.what()));
   }
   auto ctx = detail::connect(*world, o.prefix, o.rank, o.world_size, o.timeout);
-  return detail::make_gloo_comm(std::move(world), std::move(ctx), o.prefix, o.timeout);
+  return detail::make_gloo_comm(std::move(world), std::move(ctx), o.prefix, o.timeout,
+                                o.host_name.empty() ? detail::hostname() : o.host_name);
 }
 
 }  // namespace cclab::coll

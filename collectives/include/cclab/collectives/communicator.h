@@ -64,6 +64,12 @@ class Communicator {
   // communicator ordered by (key, rank); a negative color returns nullptr.
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
 
+  // The group size `hier` uses when a call leaves AlgoConfig::group_size at 0:
+  // ranks per host when every host holds the same number of consecutive ranks
+  // (the gloo backend learns hosts at rendezvous); 0 means no such grouping is
+  // known and default_group_size() applies.
+  virtual int host_group_size() const { return 0; }
+
   void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }
   std::chrono::milliseconds timeout() const { return timeout_; }
 

@@ -22,6 +22,9 @@ struct GlooOptions {
   std::string prefix = "cclab";
   // Address this rank's transport binds to (e.g. 127.0.0.1); empty: the hostname.
   std::string host;
+  // The host this rank runs on, exchanged at rendezvous to group ranks for
+  // `hier` (see Communicator::host_group_size); empty: the hostname.
+  std::string host_name;
   // Every wait: rendezvous, each transfer, barrier.
   std::chrono::milliseconds timeout{30000};
 };
