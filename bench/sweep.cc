@@ -149,7 +149,7 @@ class RankRunner {
     }
     Call call = buffers_.call(shape_for(config_, size.count), coll::Algorithm::kRing);
     call.send = call.recv;
-    const auto run = make_peer(comm_, peer, call.recv, call.shape.count, config_);
+    const auto run = make_peer(peer_comm(), peer, call.recv, call.shape.count, config_);
     if (config_.check) {
       buffers_.fill_input(expect_, call);
       run();
@@ -158,6 +158,15 @@ class RankRunner {
     for (int i = 0; i < config_.warmup; ++i) run();
     for (int i = 0; i < config_.iters; ++i) shared_.times_us[slot(i)] = timed_call(run);
     finish_row(row);
+  }
+
+  // The peers run on their own communicator (their own TCP connections): Gloo's
+  // classic algorithms fix SO_SNDBUF to their message size, which turns off
+  // the kernel's buffer autotuning for the socket, and a later, larger message
+  // on that socket stalled 100-250 ms per call (seen at 256 KiB after 32 KiB).
+  coll::Communicator& peer_comm() {
+    if (!peer_comm_) peer_comm_ = comm_.split(0, rank_);
+    return *peer_comm_;
   }
 
   SweepRow new_row(const SizePoint& size, coll::Algorithm algo, const std::string& peer) const {
@@ -242,6 +251,7 @@ class RankRunner {
   const BenchConfig& config_;
   Shared& shared_;
   coll::Communicator& comm_;
+  std::unique_ptr<coll::Communicator> peer_comm_;  // made on first use
   int rank_;
   bool shared_memory_;  // false: this process holds one rank, Shared is its own
   Expectation expect_;
