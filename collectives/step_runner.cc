@@ -25,13 +25,20 @@ bool StepRunner::ready(const Step& s) const {
 }
 
 void StepRunner::complete(std::int64_t id) {
-  CCLAB_CHECK(id >= base_ && !done_[id - base_], "step completed twice");
-  done_[id - base_] = 1;
+  const std::int64_t mask = capacity_ - 1;
+  std::uint8_t* done = flags();
+  CCLAB_CHECK(id >= base_ && id < next_id_ && !done[id & mask], "step completed twice");
+  done[id & mask] = 1;
   --inflight_;
-  while (!done_.empty() && done_.front()) {
-    done_.pop_front();
-    ++base_;
-  }
+  while (base_ < next_id_ && done[base_ & mask]) ++base_;
+}
+
+void StepRunner::grow() {
+  auto bigger = std::make_unique<std::uint8_t[]>(static_cast<std::size_t>(2 * capacity_));
+  for (std::int64_t id = base_; id < next_id_; ++id)
+    bigger[id & (2 * capacity_ - 1)] = flags()[id & (capacity_ - 1)];
+  capacity_ *= 2;
+  heap_ = std::move(bigger);
 }
 
 std::optional<std::pair<std::int64_t, Step>> StepRunner::next_unissued() const {

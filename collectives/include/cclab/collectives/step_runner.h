@@ -5,7 +5,7 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
+#include <memory>
 #include <optional>
 
 #include "cclab/collectives/schedule.h"
@@ -24,8 +24,9 @@ class StepRunner {
   int issue_ready(IssueFn&& issue) {
     int issued = 0;
     while (has_next_ && ready(next_)) {
+      if (next_id_ - base_ == capacity_) grow();
       const std::int64_t id = next_id_++;
-      done_.push_back(0);
+      flags()[id & (capacity_ - 1)] = 0;
       ++inflight_;
       ++issued;
       if (issue(id, next_)) complete(id);
@@ -43,16 +44,26 @@ class StepRunner {
 
  private:
   bool ready(const Step& s) const;
-  bool is_done(std::int64_t id) const { return id < base_ || done_[id - base_]; }
+  bool is_done(std::int64_t id) const { return id < base_ || flags()[id & (capacity_ - 1)]; }
+  std::uint8_t* flags() { return heap_ ? heap_.get() : inline_; }
+  const std::uint8_t* flags() const { return heap_ ? heap_.get() : inline_; }
   void advance();
+  void grow();  // doubles the window
 
   Program program_;
   bool has_next_ = false;
   Step next_;
   std::int64_t next_id_ = 0;
-  std::int64_t base_ = 0;          // every id below base_ is complete
-  std::deque<std::uint8_t> done_;  // completion of ids base_ .. next_id_-1
-  std::int64_t inflight_ = 0;      // issued, not complete
+  std::int64_t base_ = 0;      // every id below base_ is complete
+  std::int64_t inflight_ = 0;  // issued, not complete
+  // Completion flags of ids base_ .. next_id_-1, a ring indexed by id modulo
+  // capacity_ (a power of two): in place for the usual window of a few steps,
+  // so a step's bookkeeping touches no other memory (the simulator keeps
+  // tens of thousands of runners); larger windows move to the heap.
+  static constexpr std::int64_t kInline = 32;
+  std::int64_t capacity_ = kInline;
+  std::unique_ptr<std::uint8_t[]> heap_;
+  std::uint8_t inline_[kInline];
 };
 
 }  // namespace cclab::coll::detail
