@@ -76,6 +76,10 @@ struct PairQueue {
   }
 };
 
+// A rank's program frames: enough for the deepest composition (hier over a
+// flat algorithm: about 3 KiB); more spills to the heap.
+constexpr std::size_t kFrameBytes = 4096;
+
 struct Transfer {
   int src = 0, dst = 0;
   Posted send, recv;
@@ -85,7 +89,14 @@ struct Transfer {
 // memory latency): its program, finish time, reduce rate, and the queues of
 // the pairs it receives on (a rank has a handful of peers: a linear scan).
 struct RankState {
-  explicit RankState(coll::Program program) : runner(std::move(program)) {}
+  RankState(const coll::Schedule& sched, int rank) : runner(start(sched, rank, frames)) {}
+  static StepRunner start(const coll::Schedule& sched, int rank, const coll::FrameArena& frames) {
+    coll::ScopedFrameArena scope(frames);
+    return StepRunner(sched.program(rank));
+  }
+  // The program's coroutine frames, together (declared first: freed last).
+  coll::FrameArena frames{kFrameBytes};
+  std::size_t frames_used = 0;  // frames.used(), kept here for prefetching
   StepRunner runner;
   Time finish = -1;
   double reduce_bps = 0;
@@ -98,7 +109,7 @@ class Simulation {
       : topo_(topo), opts_(opts), ranks_(sched.ranks()), router_(topo), network_(topo, queue_) {
     ranks_state_.reserve(ranks_);
     for (int r = 0; r < ranks_; ++r) {
-      RankState& rs = ranks_state_.emplace_back(sched.program(r));
+      RankState& rs = ranks_state_.emplace_back(sched, r);
       rs.reduce_bps = topo_.node(topo_.endpoint(r)).reduce_bps;
       rs.from.reserve(4);  // allocated in rank order, as the rank states are
     }
@@ -129,9 +140,9 @@ class Simulation {
   // of the events a few places ahead is requested now, in two stages (a flow,
   // then what it points at). Hints only: results do not depend on them.
   void prefetch() {
-    // Three stages, each reading only what the one before brought in: the
-    // flow; its links and transfer; the transfer's two ranks.
-    constexpr std::size_t kFar = 15, kMid = 10, kNear = 5;
+    // Four stages, each reading only what the one before brought in: the
+    // flow; its links and transfer; the transfer's two ranks; their frames.
+    constexpr std::size_t kFar = 15, kMid = 10, kNear = 5, kFrames = 2;
     if (const SimQueue::Event* e = queue_.peek(kFar); e && e->payload.kind != EventKind::kStepDone)
       network_.prefetch_flow(e->payload);
     if (const SimQueue::Event* e = queue_.peek(kMid);
@@ -140,28 +151,38 @@ class Simulation {
       if (e->payload.kind == EventKind::kFlowDone && tag < transfers_.size())
         prefetch_line(&transfers_[tag]);
     }
-    const SimQueue::Event* e = queue_.peek(kNear);
+    for_ranks(queue_.peek(kNear), [&](int rank) { prefetch_rank(rank); });
+    for_ranks(queue_.peek(kFrames), [&](int rank) { prefetch_frames(rank); });
+  }
+  // Calls fn(rank) for the ranks event `e` will resume, if any.
+  template <class Fn>
+  void for_ranks(const SimQueue::Event* e, Fn&& fn) const {
     if (!e) return;
-    if (e->payload.kind == EventKind::kStepDone) {
-      prefetch_rank(static_cast<int>(e->payload.a));
-      return;
-    }
+    if (e->payload.kind == EventKind::kStepDone) return fn(static_cast<int>(e->payload.a));
     if (e->payload.kind != EventKind::kFlowDone) return;
     const std::uint64_t tag = network_.tag(e->payload);
     if (tag >= transfers_.size()) return;
-    const Transfer& t = transfers_[tag];
-    prefetch_rank(t.src);
-    prefetch_rank(t.dst);
+    fn(transfers_[tag].src);
+    fn(transfers_[tag].dst);
   }
   void prefetch_rank(int rank) const {
-    const char* p = reinterpret_cast<const char*>(&ranks_state_[rank]);
+    const RankState& rs = ranks_state_[rank];
+    const char* p = reinterpret_cast<const char*>(&rs);
     for (std::size_t off = 0; off < sizeof(RankState); off += 64) prefetch_line(p + off);
+  }
+  // The rank's program frames (after prefetch_rank brought in where they are).
+  void prefetch_frames(int rank) const {
+    const RankState& rs = ranks_state_[rank];
+    const char* p = static_cast<const char*>(rs.frames.data());
+    for (std::size_t off = 0; off < rs.frames_used; off += 64) prefetch_line(p + off);
   }
 
   void progress(int rank) {
     RankState& rs = ranks_state_[rank];
+    coll::ScopedFrameArena scope(rs.frames);
     steps_ +=
         rs.runner.issue_ready([&](std::int64_t id, const Step& s) { return issue(rank, id, s); });
+    rs.frames_used = rs.frames.used();
     if (rs.finish < 0 && rs.runner.finished()) rs.finish = queue_.now();
   }
 
