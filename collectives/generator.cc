@@ -19,7 +19,8 @@ struct FrameArena::Block {
 
   std::byte* base() { return reinterpret_cast<std::byte*>(this); }
   bool holds(const void* p) {
-    const auto at = reinterpret_cast<std::uintptr_t>(p), start = reinterpret_cast<std::uintptr_t>(this);
+    const auto at = reinterpret_cast<std::uintptr_t>(p),
+               start = reinterpret_cast<std::uintptr_t>(this);
     return at >= start && at < start + size;
   }
 };
