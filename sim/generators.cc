@@ -28,7 +28,9 @@
 //                                      across nodes gpu-nic-sw-nic-gpu (2*lat)
 //
 // Every generator also takes reduce=<bandwidth>: the endpoints' reduction rate
-// (default: free). Defaults: bw=100Gbps, lat=1us.
+// (default: free), and latf=, bwf= size-dependent latency and bandwidth
+// factors as from:factor bands, e.g. bwf=0:0.5/64K:0.9 (see Corrections in
+// topology.h; default: none). Defaults: bw=100Gbps, lat=1us.
 #include <charconv>
 #include <map>
 #include <string>
@@ -85,8 +87,15 @@ class SpecArgs {
   void finish(std::string_view allowed) const {
     for (const auto& [key, value] : values_)
       if (!used_.contains(key))
-        throw InvalidArgument(
-            fmt::format("topology {}: unknown key '{}' (allowed: {})", name_, key, allowed));
+        throw InvalidArgument(fmt::format("topology {}: unknown key '{}' (allowed: {}, latf, bwf)",
+                                          name_, key, allowed));
+  }
+  // The size-dependent correction factors every generator takes.
+  Corrections corrections() {
+    Corrections c;
+    if (has("latf")) c.latency = parse_factor_bands(required("latf"), field("latf"));
+    if (has("bwf")) c.bandwidth = parse_factor_bands(required("bwf"), field("bwf"));
+    return c;
   }
   std::string field(const std::string& key) const {
     return fmt::format("topology {}: {}", name_, key);
@@ -242,6 +251,7 @@ Topology generate_topology(std::string_view spec) {
   const auto colon = spec.find(':');
   const std::string name(spec.substr(0, colon));
   SpecArgs args(name, colon == std::string_view::npos ? "" : spec.substr(colon + 1));
+  const Corrections corrections = args.corrections();
   Topology t;
   if (name == "switch")
     t = make_switch(args);
@@ -259,6 +269,7 @@ Topology generate_topology(std::string_view spec) {
         "JSON file path)",
         name));
   t.description = std::string(spec);
+  t.corrections = corrections;
   t.validate(fmt::format("topology {}", name));
   return t;
 }

@@ -6,6 +6,7 @@
 // side is issued the transfer starts at that moment (rendezvous).
 #include "cclab/sim/simulator.h"
 
+#include <cmath>
 #include <memory>
 #include <span>
 
@@ -264,8 +265,15 @@ class Simulation {
       transfers_[tag] = t;
     }
     static_assert(PairQueue::kNearLinks <= Network::kInlineLinks);  // the flow copies them
-    network_.start(q.route_links(), q.latency, static_cast<double>(t.send.count * opts_.elem_bytes),
-                   tag);
+    const std::uint64_t bytes = t.send.count * opts_.elem_bytes;
+    Time latency = q.latency;
+    double wire_bytes = static_cast<double>(bytes);
+    if (!corrections_.empty()) {  // off by default: the pure network model
+      latency = static_cast<Time>(
+          std::llround(static_cast<double>(latency) * corrections_.latency_factor(bytes)));
+      wire_bytes /= corrections_.bandwidth_factor(bytes);
+    }
+    network_.start(q.route_links(), latency, wire_bytes, tag);
   }
 
   void transfer_done(std::uint64_t tag) {
@@ -289,6 +297,7 @@ class Simulation {
   SimResult result() const;
 
   const Topology& topo_;
+  const Corrections& corrections_ = topo_.corrections;
   SimOptions opts_;
   int ranks_;
   SimQueue queue_;

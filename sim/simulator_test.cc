@@ -48,6 +48,23 @@ TEST(Simulator, RingOnSwitchMatchesClosedForm) {
   }
 }
 
+TEST(Simulator, CorrectionFactorsScaleLatencyAndBandwidthBySize) {
+  // 2 ranks, direct all-reduce: one message of S bytes each way at once on
+  // separate links, so the time is alpha * latf(S) + S / (B * bwf(S)), with
+  // alpha = 2 us (up and down) and B = 12.5e9 B/s; below 64 KiB the bands say
+  // latency x3 and half bandwidth, from 64 KiB latency x1 and 0.9.
+  const std::string spec = "switch:n=2,bw=100Gbps,lat=1us,latf=0:3/64K:1,bwf=0:0.5/64K:0.9";
+  for (std::uint64_t bytes : {std::uint64_t{4096}, std::uint64_t{1} << 20}) {
+    const bool small = bytes < 65536;
+    const double want = 2.0 * (small ? 3 : 1) + bytes / (12.5e9 * (small ? 0.5 : 0.9)) * 1e6;
+    const SimResult r = run(spec, 2, bytes / 4, Algorithm::kDirect);
+    EXPECT_LT(rel_err(time_to_us(r.total), want), 1e-6) << bytes << " B";
+    // Without the factors, the plain closed form.
+    const SimResult plain = run("switch:n=2,bw=100Gbps,lat=1us", 2, bytes / 4, Algorithm::kDirect);
+    EXPECT_LT(rel_err(time_to_us(plain.total), 2.0 + bytes / 12.5e9 * 1e6), 1e-6) << bytes << " B";
+  }
+}
+
 TEST(Simulator, RingOnRingTopologyMatchesClosedForm) {
   // ring: neighbours share a direct link, alpha = 1 link = 500ns; B = 10e9 B/s.
   for (int n : {2, 3, 5, 8}) {

@@ -3,9 +3,12 @@
 // never passing through non-transit endpoints, so it costs O(nodes + links).
 #include "cclab/sim/topology.h"
 
+#include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <deque>
 #include <filesystem>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -104,6 +107,49 @@ Topology make_topology(std::string_view spec_or_path) {
   if (text.ends_with(".json") || std::filesystem::is_regular_file(text))
     return load_topology_json(text);
   return generate_topology(spec_or_path);
+}
+
+double Corrections::lookup(const std::vector<FactorBand>& bands, std::uint64_t bytes) {
+  double factor = 1;
+  for (const FactorBand& b : bands) {
+    if (b.from_bytes > bytes) break;
+    factor = b.factor;
+  }
+  return factor;
+}
+
+void check_factor_bands(const std::vector<FactorBand>& bands, std::string_view field) {
+  for (std::size_t i = 0; i < bands.size(); ++i) {
+    if (!(bands[i].factor > 0) || !std::isfinite(bands[i].factor))
+      throw InvalidArgument(
+          fmt::format("{}: band {} factor must be positive (got {})", field, i, bands[i].factor));
+    if (i > 0 && bands[i].from_bytes <= bands[i - 1].from_bytes)
+      throw InvalidArgument(fmt::format(
+          "{}: band {} starts at {} B, not after band {} ({} B); list bands by ascending size",
+          field, i, bands[i].from_bytes, i - 1, bands[i - 1].from_bytes));
+  }
+}
+
+std::vector<FactorBand> parse_factor_bands(std::string_view text, std::string_view field) {
+  std::vector<FactorBand> bands;
+  for (std::size_t pos = 0; pos <= text.size();) {
+    const auto slash = std::min(text.find('/', pos), text.size());
+    const auto item = text.substr(pos, slash - pos);
+    const auto colon = item.find(':');
+    if (colon == std::string_view::npos)
+      throw InvalidArgument(fmt::format(
+          "{}: '{}' is not from:factor (e.g. 0:1.5/64K:1.0, sizes with K, M, G)", field, item));
+    FactorBand b;
+    b.from_bytes = parse_bytes(item.substr(0, colon), field);
+    const std::string number(item.substr(colon + 1));
+    const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), b.factor);
+    if (number.empty() || ec != std::errc() || end != number.data() + number.size())
+      throw InvalidArgument(fmt::format("{}: '{}' is not a number", field, number));
+    bands.push_back(b);
+    pos = slash + 1;
+  }
+  check_factor_bands(bands, field);
+  return bands;
 }
 
 }  // namespace cclab::sim

@@ -6,7 +6,9 @@
 //                 "reduce": "200GBps"},                 // transit, reduce optional
 //                {"name": "sw0", "kind": "switch"}, ... ],  // kinds: endpoint, switch, nic
 //     "links": [ {"from": "gpu0", "to": "sw0", "bw": "100Gbps", "lat": "1us",
-//                 "duplex": true}, ... ]               // duplex (default true): both ways
+//                 "duplex": true}, ... ],              // duplex (default true): both ways
+//     "latency_factor": [[0, 1.5], [65536, 1.0]],     // optional [from_bytes, factor]
+//     "bandwidth_factor": "0:0.5/64K:0.9"             // bands, or the spec's string form
 //   }
 //
 // Ranks map onto endpoints in the order they are listed. Every error names the
@@ -106,6 +108,28 @@ void add_links(Topology& t, const json& links, const std::string& what,
   }
 }
 
+// A correction field: [[from_bytes, factor], ...] or the "0:1.5/64K:1" string.
+std::vector<FactorBand> factor_field(const json& root, const std::string& key,
+                                     const std::string& what) {
+  const std::string path = fmt::format("{}.{}", what, key);
+  const json& v = root.at(key);
+  if (v.is_string()) return parse_factor_bands(v.get<std::string>(), path);
+  if (!v.is_array())
+    throw InvalidArgument(
+        fmt::format("{}: expected [[from_bytes, factor], ...] or a string", path));
+  std::vector<FactorBand> bands;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const json& b = v[i];
+    if (!b.is_array() || b.size() != 2 || !b[0].is_number_unsigned() || !b[1].is_number())
+      throw InvalidArgument(
+          fmt::format("{}[{}]: expected [from_bytes, factor] with from_bytes >= 0 (got {})", path,
+                      i, b.dump()));
+    bands.push_back({b[0].get<std::uint64_t>(), b[1].get<double>()});
+  }
+  check_factor_bands(bands, path);
+  return bands;
+}
+
 }  // namespace
 
 Topology parse_topology_json(std::string_view text, std::string_view what_view) {
@@ -127,6 +151,10 @@ Topology parse_topology_json(std::string_view text, std::string_view what_view) 
       throw InvalidArgument(fmt::format("{}.group_size: expected an integer >= 0", what));
     t.group_size_hint = g.get<int>();
   }
+  if (root.contains("latency_factor"))
+    t.corrections.latency = factor_field(root, "latency_factor", what);
+  if (root.contains("bandwidth_factor"))
+    t.corrections.bandwidth = factor_field(root, "bandwidth_factor", what);
   t.description = what;
   t.validate(what);
   return t;

@@ -129,6 +129,39 @@ TEST(Json, ParsesAndNamesFields) {
       "t.json: disconnected: endpoint 'b'");
 }
 
+TEST(Corrections, BandsParseLookUpAndNameTheirErrors) {
+  const Topology t = generate_topology("switch:n=2,latf=0:3/64K:1,bwf=1K:0.5/1M:0.9");
+  const Corrections& c = t.corrections;
+  EXPECT_DOUBLE_EQ(c.latency_factor(0), 3);
+  EXPECT_DOUBLE_EQ(c.latency_factor(65535), 3);
+  EXPECT_DOUBLE_EQ(c.latency_factor(65536), 1);
+  EXPECT_DOUBLE_EQ(c.bandwidth_factor(1023), 1) << "below the first band: no correction";
+  EXPECT_DOUBLE_EQ(c.bandwidth_factor(1024), 0.5);
+  EXPECT_DOUBLE_EQ(c.bandwidth_factor(1 << 20), 0.9);
+  EXPECT_TRUE(generate_topology("switch:n=2").corrections.empty()) << "off by default";
+  expect_invalid([] { generate_topology("switch:n=2,bwf=0:0"); },
+                 "topology switch: bwf: band 0 factor must be positive");
+  expect_invalid([] { generate_topology("switch:n=2,latf=1K:2/1K:3"); },
+                 "latf: band 1 starts at 1024 B, not after band 0");
+  expect_invalid([] { generate_topology("switch:n=2,latf=2"); }, "latf: '2' is not from:factor");
+  expect_invalid([] { generate_topology("switch:n=2,bwf=1X:2"); }, "bwf: '1X' is not a byte count");
+  const std::string links =
+      R"("nodes": [{"name": "a", "kind": "endpoint"}, {"name": "b", "kind": "endpoint"}],
+         "links": [{"from": "a", "to": "b", "bw": "1GBps", "lat": "1us"}])";
+  const Topology j = parse_topology_json(
+      "{" + links + R"(, "latency_factor": [[0, 2], [4096, 1]], "bandwidth_factor": "0:0.8"})",
+      "t.json");
+  EXPECT_DOUBLE_EQ(j.corrections.latency_factor(100), 2);
+  EXPECT_DOUBLE_EQ(j.corrections.latency_factor(5000), 1);
+  EXPECT_DOUBLE_EQ(j.corrections.bandwidth_factor(5000), 0.8);
+  expect_invalid(
+      [&] { parse_topology_json("{" + links + R"(, "latency_factor": [[0]]})", "t.json"); },
+      "t.json.latency_factor[0]: expected [from_bytes, factor]");
+  expect_invalid(
+      [&] { parse_topology_json("{" + links + R"(, "bandwidth_factor": [[0, -1]]})", "t.json"); },
+      "t.json.bandwidth_factor: band 0 factor must be positive");
+}
+
 TEST(Routing, ShortestPathsAndEcmp) {
   // Ring of 6: the route from 0 to 2 is two hops clockwise, to 3 three hops
   // (either way; ECMP picks one, the same one every time).

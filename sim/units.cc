@@ -74,4 +74,21 @@ Time parse_latency(std::string_view text, std::string_view field) {
   return static_cast<Time>(std::llround(v * static_cast<double>(kPicosPerSecond)));
 }
 
+std::uint64_t parse_bytes(std::string_view text, std::string_view field) {
+  std::uint64_t scale = 1;
+  std::string_view digits = text;
+  if (!digits.empty()) {
+    const char unit = digits.back();
+    scale = unit == 'K' ? 1ull << 10 : unit == 'M' ? 1ull << 20 : unit == 'G' ? 1ull << 30 : 1;
+    if (scale > 1) digits.remove_suffix(1);
+  }
+  std::uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+  if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() ||
+      v > (~0ull) / scale)
+    throw InvalidArgument(fmt::format(
+        "{}: '{}' is not a byte count (digits with an optional K, M or G)", field, text));
+  return v * scale;
+}
+
 }  // namespace cclab::sim

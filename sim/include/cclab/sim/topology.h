@@ -39,6 +39,30 @@ struct Link {
   Time latency = 0;
 };
 
+// Size-dependent corrections, as SimGrid's LV08 and SMPI network models have
+// them (off unless the topology gives them, so calibrations can): a message of
+// S bytes pays its route latency times latency_factor(S), and moves at
+// bandwidth_factor(S) times the rate it is given, that is, it occupies its
+// links as S / bandwidth_factor(S) bytes would (protocol overhead counts as
+// link use). Each factor is piecewise constant in S: the factor of the band
+// with the largest `from_bytes` <= S, and 1 below the first band.
+struct FactorBand {
+  std::uint64_t from_bytes = 0;
+  double factor = 1;
+};
+struct Corrections {
+  std::vector<FactorBand> latency, bandwidth;  // ascending from_bytes
+  double latency_factor(std::uint64_t bytes) const { return lookup(latency, bytes); }
+  double bandwidth_factor(std::uint64_t bytes) const { return lookup(bandwidth, bytes); }
+  bool empty() const { return latency.empty() && bandwidth.empty(); }
+  static double lookup(const std::vector<FactorBand>& bands, std::uint64_t bytes);
+};
+// Parses "0:1.5/64K:1.0" (from:factor bands, from ascending, factor > 0);
+// throws InvalidArgument naming `field`.
+std::vector<FactorBand> parse_factor_bands(std::string_view text, std::string_view field);
+// Checks bands built another way (from JSON arrays), with the same rules.
+void check_factor_bands(const std::vector<FactorBand>& bands, std::string_view field);
+
 class Topology {
  public:
   NodeId add_node(NodeKind kind, std::string name, bool transit);
@@ -63,6 +87,7 @@ class Topology {
   // Ranks per fast domain (e.g. GPUs per node), a hint for the hierarchical
   // algorithm; 0 when the topology has none.
   int group_size_hint = 0;
+  Corrections corrections;  // none by default
   std::string description;  // the spec or file it came from
 
  private:

@@ -25,5 +25,7 @@ inline double time_to_us(Time t) { return static_cast<double>(t) * 1e-6; }
 // strictly positive (bandwidth) / negative (latency).
 double parse_bandwidth(std::string_view text, std::string_view field);
 Time parse_latency(std::string_view text, std::string_view field);
+// A byte count: digits with an optional K, M or G (2^10, 2^20, 2^30).
+std::uint64_t parse_bytes(std::string_view text, std::string_view field);
 
 }  // namespace cclab::sim
