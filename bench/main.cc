@@ -11,6 +11,7 @@
 #include "cclab/collectives/cli.h"
 #include "cclab/collectives/error.h"
 #include "cclab/sim/cli.h"
+#include "cclab/trainer/cli.h"
 #include "launch.h"
 
 int main(int argc, char** argv) {
@@ -20,6 +21,7 @@ int main(int argc, char** argv) {
   cclab::bench::add_launch_command(app);
   cclab::coll::add_check_command(app);
   cclab::sim::add_sim_command(app);
+  cclab::train::add_train_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::RuntimeError& e) {
