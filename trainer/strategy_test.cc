@@ -1,1 +1,128 @@
+// MirroredStrategy on the threads backend: mirrored variables, bucketed
+// gradient averaging against an independently computed mean, replica checks.
+#include "cclab/trainer/strategy.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
 #include <gtest/gtest.h>
+
+#include "cclab/collectives/error.h"
+#include "cclab/collectives/threads.h"
+#include "cclab/trainer/optimizer.h"
+#include "cclab/trainer/sha256.h"
+
+namespace cclab::train {
+namespace {
+
+// Rank r's gradient element i: small integers and halves, so sums and the
+// division by a power-of-two rank count are exact in float.
+float grad_of(int rank, std::int64_t i) { return float((i * 7 + rank * 3) % 11) * 0.5f; }
+
+TEST(Strategy, ScopeMirrorsTheChiefsInitialValues) {
+  coll::ThreadsWorld world(3);
+  world.run([](coll::Communicator& comm) {
+    MirroredStrategy s(comm);
+    EXPECT_EQ(s.num_replicas_in_sync(), 3);
+    auto scope = s.scope();
+    const int a = scope.create_variable("a", 5);
+    const int b = scope.create_variable("b", 3);
+    for (int id : {a, b})
+      for (float& v : scope.value(id)) v = float(comm.rank() * 100 + id);
+    scope.close();
+    for (float v : s.variables().value(a)) EXPECT_EQ(v, 0.0f);  // the chief's (rank 0, id 0)
+    for (float v : s.variables().value(b)) EXPECT_EQ(v, 1.0f);
+  });
+}
+
+// Every bucket size from one float to everything, with and without overlap:
+// the result is the element-wise mean of the replicas' gradients.
+TEST(Strategy, BucketedAllReduceAveragesGradients) {
+  for (std::size_t bucket_bytes : {4ul, 40ul, 400ul, 1ul << 20}) {
+    for (bool overlap : {true, false}) {
+      coll::ThreadsWorld world(4);
+      world.run([&](coll::Communicator& comm) {
+        MirroredStrategy s(comm, StrategyOptions{bucket_bytes, {}, overlap});
+        auto scope = s.scope();
+        for (int v = 0; v < 6; ++v) scope.create_variable("v" + std::to_string(v), 10 + 7 * v);
+        scope.close();
+        auto g = s.variables().grads();
+        for (std::size_t i = 0; i < g.size(); ++i) g[i] = grad_of(comm.rank(), std::int64_t(i));
+        s.begin_gradients();
+        for (int v = 5; v >= 0; --v) s.gradient_ready(v);
+        s.finish_gradients();
+        for (std::size_t i = 0; i < g.size(); ++i) {
+          float sum = 0;
+          for (int r = 0; r < 4; ++r) sum += grad_of(r, std::int64_t(i));
+          ASSERT_EQ(g[i], sum / 4) << "element " << i << " bucket " << bucket_bytes;
+        }
+        if (bucket_bytes == 4) EXPECT_EQ(s.bucket_count(), 6);  // one variable each
+        if (bucket_bytes == 1u << 20) EXPECT_EQ(s.bucket_count(), 1);
+        EXPECT_EQ(s.comm_stats().buckets, s.bucket_count());
+      });
+    }
+  }
+}
+
+TEST(Strategy, CheckReplicasNamesTheReplicaThatDiverged) {
+  coll::ThreadsWorld world(3);
+  try {
+    world.run([](coll::Communicator& comm) {
+      MirroredStrategy s(comm);
+      auto scope = s.scope();
+      scope.create_variable("w", 4);
+      scope.close();
+      s.check_replicas(1);  // identical after the broadcast
+      if (comm.rank() == 2) s.variables().values()[3] = std::nextafter(0.0f, 1.0f);
+      s.check_replicas(2);
+    });
+    FAIL() << "a one-ulp divergence went unnoticed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("replicas diverged after step 2: replica 2"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Strategy, OneScopePerStrategy) {
+  coll::ThreadsWorld world(1);
+  world.run([](coll::Communicator& comm) {
+    MirroredStrategy s(comm);
+    s.scope().close();
+    EXPECT_THROW(s.scope(), InvalidArgument);
+  });
+}
+
+TEST(Sha256, MatchesTheFipsTestVector) {
+  const char* abc = "abc";  // FIPS 180-2, appendix B.1
+  EXPECT_EQ(to_hex(sha256(std::as_bytes(std::span(abc, 3)))),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST(Optimizer, AdamFirstStepMovesEachWeightByAboutTheLearningRate) {
+  // First step from m = v = 0, in Keras' form (epsilon added to sqrt(v), the
+  // bias correction folded into the rate): m = (1-b1) g, v = (1-b2) g^2, so
+  // the step is lr * g / (|g| + eps / sqrt(1-b2)): about lr * sign(g), less
+  // for a gradient near eps / sqrt(1 - 0.999) = 3.16e-6.
+  Optimizer opt(OptimizerKind::kAdam, 0.01, 3);
+  std::vector<float> w{1.0f, 1.0f, 1.0f};
+  const std::vector<float> g{0.5f, -2.0f, 1e-3f};
+  opt.apply(w, g);
+  for (int i = 0; i < 3; ++i) {
+    const double want = 1.0 - 0.01 * g[i] / (std::fabs(g[i]) + 1e-7 / std::sqrt(0.001));
+    EXPECT_NEAR(w[i], want, 1e-6) << i;
+  }
+  EXPECT_EQ(opt.state().iterations, 1);
+}
+
+TEST(Optimizer, SgdIsGradientDescent) {
+  Optimizer opt(OptimizerKind::kSgd, 0.5, 2);
+  std::vector<float> w{1.0f, -1.0f};
+  opt.apply(w, std::vector<float>{2.0f, 4.0f});
+  EXPECT_EQ(w, (std::vector<float>{0.0f, -3.0f}));
+  EXPECT_THROW(Optimizer(OptimizerKind::kSgd, 0, 1), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace cclab::train

@@ -303,9 +303,11 @@ void Job::finish(TrainResult& r) {
                     snapshot(strategy_.variables(), *opt_, pos_, c_, identity_));
     say("saved the model in {}", c_.model_dir.string());
   }
-  // BackupAndRestore deletes its backup once training has finished (as Keras does).
+  // BackupAndRestore deletes its backup once training has finished (as Keras
+  // does); a run stopped early by --max-steps keeps it, so it can go on later.
   comm_.barrier();
-  if (comm_.rank() == 0 && !c_.backup_dir.empty()) fs::remove_all(c_.backup_dir);
+  if (comm_.rank() == 0 && !c_.backup_dir.empty() && pos_.epoch >= c_.epochs)
+    fs::remove_all(c_.backup_dir);
 }
 
 TrainResult Job::run() {
