@@ -44,7 +44,12 @@ void ensure_data(coll::Communicator& comm, const TrainConfig& c, std::ostream* l
   if (comm.rank() == 0 && (!fs::exists(c.data_dir) || fs::is_empty(c.data_dir))) {
     GenerateOptions g;
     g.seed = c.seed;
-    make_dataset(c.data_dir, g);
+    try {
+      make_dataset(c.data_dir, g);
+    } catch (const fs::filesystem_error& e) {
+      throw IoError(fmt::format("--data: cannot generate the built-in dataset in '{}': {}",
+                                c.data_dir.string(), e.code().message()));
+    }
     if (log) fmt::print(*log, "generated the built-in dataset in {}\n", c.data_dir.string());
   }
   comm.barrier();
@@ -187,6 +192,11 @@ class Job {
   void say(fmt::format_string<A...> f, A&&... a) {
     if (log_) fmt::print(*log_, "{}\n", fmt::format(f, std::forward<A>(a)...)), log_->flush();
   }
+  // A collective's error (a lost peer, a timeout) with the training step it hit.
+  std::string stopped_at(std::string_view why) const {
+    return fmt::format("training stopped in step {} (epoch {}): {}", pos_.step + 1, pos_.epoch + 1,
+                       why);
+  }
   bool done() const {
     return pos_.epoch >= c_.epochs || (c_.max_steps > 0 && pos_.step >= c_.max_steps);
   }
@@ -319,7 +329,13 @@ TrainResult Job::run() {
       say("resumed from step {}, epoch {}", pos_.step, pos_.epoch + 1);
     }
   }
-  while (!done()) train_epoch();
+  try {
+    while (!done()) train_epoch();
+  } catch (const TimeoutError& e) {
+    throw TimeoutError(stopped_at(e.what()));
+  } catch (const IoError& e) {
+    throw IoError(stopped_at(e.what()));
+  }
   finish(result_);
   return result_;
 }
