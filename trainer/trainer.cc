@@ -335,6 +335,10 @@ TrainResult Job::run() {
     throw TimeoutError(stopped_at(e.what()));
   } catch (const IoError& e) {
     throw IoError(stopped_at(e.what()));
+  } catch (const InvalidArgument&) {
+    throw;
+  } catch (const Error& e) {  // e.g. gloo's "lost rank N"
+    throw Error(stopped_at(e.what()));
   }
   finish(result_);
   return result_;
