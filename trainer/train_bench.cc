@@ -8,8 +8,6 @@
 #include <fmt/ostream.h>
 #include <unistd.h>
 
-#include "cclab/collectives/threads.h"
-
 namespace cclab::train {
 namespace fs = std::filesystem;
 namespace {
@@ -21,11 +19,10 @@ struct Sample {
   double steps_per_second = 0, comm_share = 0;
 };
 
-Sample measure(const TrainConfig& c, int workers) {
-  coll::ThreadsWorld world(workers);
+Sample measure(const TrainConfig& c, int workers, const WorldRunner& run) {
   Sample s;
   std::mutex mu;
-  world.run([&](coll::Communicator& comm) {
+  run(workers, [&](coll::Communicator& comm) {
     const TrainResult r = train_worker(comm, c, TaskInfo{"worker", comm.rank()}, nullptr);
     if (comm.rank() != 0) return;
     std::lock_guard lock(mu);
@@ -45,7 +42,8 @@ Sample median(std::vector<Sample> v) {
 
 }  // namespace
 
-void run_bench(TrainConfig c, std::ostream& out) {
+void run_bench(TrainConfig c, std::string_view backend, const std::vector<int>& worker_counts,
+               const WorldRunner& run, std::ostream* out) {
   fs::path generated;
   if (c.data_dir.empty()) {
     generated = fs::temp_directory_path() / fmt::format("cclab-train-bench-{}", ::getpid());
@@ -56,21 +54,24 @@ void run_bench(TrainConfig c, std::ostream& out) {
   c.evaluate = false;
   c.model_dir.clear();
   c.backup_dir.clear();
-  fmt::print(out,
-             "# cclab train --bench: threads backend, {} steps, per-replica batch {}, hidden {}, "
-             "bucket {:.2f} MiB, median of {}\n",
-             c.max_steps, c.per_replica_batch, fmt::join(c.hidden, ","),
-             double(c.strategy.bucket_bytes) / (1 << 20), kRepetitions);
-  fmt::print(out, "{:>8} {:>8} {:>10} {:>12}\n", "workers", "overlap", "steps/s", "comm_share");
-  for (int workers : {1, 2, 4}) {
+  if (out) {
+    fmt::print(*out,
+               "# cclab train --bench: {} backend, {} steps, per-replica batch {}, hidden {}, "
+               "bucket {:.2f} MiB, median of {}\n",
+               backend, c.max_steps, c.per_replica_batch, fmt::join(c.hidden, ","),
+               double(c.strategy.bucket_bytes) / (1 << 20), kRepetitions);
+    fmt::print(*out, "{:>8} {:>8} {:>10} {:>12}\n", "workers", "overlap", "steps/s", "comm_share");
+  }
+  for (int workers : worker_counts) {
     for (bool overlap : {true, false}) {
       c.strategy.overlap = overlap;
       std::vector<Sample> reps;
-      for (int i = 0; i < kRepetitions; ++i) reps.push_back(measure(c, workers));
+      for (int i = 0; i < kRepetitions; ++i) reps.push_back(measure(c, workers, run));
       const Sample m = median(reps);
-      fmt::print(out, "{:>8} {:>8} {:>10.1f} {:>11.1f}%\n", workers, overlap ? "on" : "off",
+      if (!out) continue;
+      fmt::print(*out, "{:>8} {:>8} {:>10.1f} {:>11.1f}%\n", workers, overlap ? "on" : "off",
                  m.steps_per_second, 100 * m.comm_share);
-      out.flush();
+      out->flush();
     }
   }
   if (!generated.empty()) fs::remove_all(generated);

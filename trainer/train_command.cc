@@ -24,7 +24,7 @@ namespace cclab::train {
 namespace {
 
 struct TrainFlags {
-  std::string backend = "threads";
+  std::string backend = "auto";
   int ranks = 1;
   std::string rendezvous, bind;
   int timeout_ms = 30000;
@@ -59,7 +59,11 @@ std::vector<int> parse_hidden(const std::string& s) {
 
 void add_flags(CLI::App& cmd, TrainFlags& f) {
   TrainConfig& c = f.config;
-  cmd.add_option("--backend", f.backend, "threads (--ranks workers in this process) or gloo")
+  cmd.add_option(
+         "--backend", f.backend,
+         "threads (--ranks workers in this process), gloo (one worker per process, identity from "
+         "TF_CONFIG, RANK/WORLD_SIZE or OMPI_*), or auto: gloo when the environment names "
+         "a rank, else threads")
       ->capture_default_str();
   cmd.add_option("--ranks", f.ranks, "threads: number of workers")->capture_default_str();
   cmd.add_option("--rendezvous", f.rendezvous,
@@ -136,7 +140,14 @@ void finish_config(TrainFlags& f) {
 void print_final(const TrainResult& r) { std::cout << final_line(r) << std::endl; }
 
 void run_threads(const TrainFlags& f) {
-  coll::ThreadsWorld world(f.ranks, coll::ThreadsOptions{std::chrono::milliseconds(f.timeout_ms)});
+  const auto timeout = std::chrono::milliseconds(f.timeout_ms);
+  if (f.bench) {
+    const WorldRunner run = [&](int workers, const std::function<void(coll::Communicator&)>& fn) {
+      coll::ThreadsWorld(workers, coll::ThreadsOptions{timeout}).run(fn);
+    };
+    return run_bench(f.config, "threads", {1, 2, 4}, run, &std::cout);
+  }
+  coll::ThreadsWorld world(f.ranks, coll::ThreadsOptions{timeout});
   TrainResult chief;
   std::mutex mu;
   world.run([&](coll::Communicator& comm) {
@@ -172,6 +183,15 @@ void run_gloo(const TrainFlags& f) {
   g.host = !f.bind.empty() ? f.bind : env("CCLAB_BIND").value_or(id->host);
   g.timeout = std::chrono::milliseconds(f.timeout_ms);
   auto comm = coll::make_gloo_communicator(g);
+  if (f.bench) {
+    if (f.config.data_dir.empty())
+      throw InvalidArgument("--data: required with --backend gloo --bench (a shared directory)");
+    const WorldRunner run = [&](int, const std::function<void(coll::Communicator&)>& fn) {
+      fn(*comm);
+    };
+    return run_bench(f.config, "gloo", {comm->size()}, run,
+                     comm->rank() == 0 ? &std::cout : nullptr);
+  }
   const auto r = train_worker(*comm, f.config, task_from_env(env, id->rank), &std::cout);
   if (comm->rank() == 0) print_final(r);
 }
@@ -187,15 +207,16 @@ void run(TrainFlags& f) {
     return;
   }
   finish_config(f);
-  if (f.bench) return run_bench(f.config, std::cout);
+  if (f.backend == "auto")
+    f.backend = coll::identity_from_env(coll::process_env()) ? "gloo" : "threads";
   if (f.backend == "threads") return run_threads(f);
 #ifdef CCLAB_HAVE_GLOO
   if (f.backend == "gloo") return run_gloo(f);
   throw InvalidArgument(
-      fmt::format("--backend: unknown backend '{}' (allowed: threads, gloo)", f.backend));
+      fmt::format("--backend: unknown backend '{}' (allowed: auto, threads, gloo)", f.backend));
 #else
   throw InvalidArgument(fmt::format(
-      "--backend: unknown backend '{}' (allowed: threads; gloo is not built in)", f.backend));
+      "--backend: unknown backend '{}' (allowed: auto, threads; gloo is not built in)", f.backend));
 #endif
 }
 
