@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <optional>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -12,6 +14,7 @@
 #include "cclab/collectives/algorithms.h"
 #include "cclab/collectives/error.h"
 #include "cclab/trainer/checkpoint.h"
+#include "cclab/trainer/cluster.h"
 #include "test_util.h"
 
 namespace cclab::train {
@@ -206,6 +209,46 @@ TEST(Trainer, ModelDirHoldsTheChiefsSaveAndNoWorkerTemp) {
   EXPECT_EQ(saved.step, r[0].step);
   for (const auto& e : fs::directory_iterator(c.model_dir))
     EXPECT_FALSE(e.path().filename().string().starts_with("workertemp_")) << e.path();
+}
+
+// Workers save into DIR/workertemp_<task id>: with that path blocked by a
+// file, worker 1's save fails and every worker reports the failed save.
+TEST(Trainer, WorkersSaveIntoTheirWorkerTempDirectory) {
+  TempDir dir;
+  testing::make_small_dataset(dir.path() / "data");
+  TrainConfig c = small_config(dir.path() / "data");
+  c.model_dir = dir.path() / "model";
+  c.max_steps = 2;
+  fs::create_directories(c.model_dir);
+  std::ofstream(c.model_dir / "workertemp_1") << "in the way";
+  try {
+    train_threads(2, c);
+    FAIL() << "worker 1's save cannot have succeeded";
+  } catch (const IoError& e) {
+    const std::string what = e.what();
+    EXPECT_TRUE(what.find("workertemp_1") != std::string::npos ||
+                what.find("failed on another worker") != std::string::npos)
+        << what;
+  }
+  EXPECT_EQ(CheckpointStore(c.model_dir).list().size(), 1u) << "the chief's save is in place";
+}
+
+TEST(Cluster, TaskComesFromTfConfigOrTheRank) {
+  const std::string tf =
+      R"({"cluster": {"chief": ["a:1"], "worker": ["b:1", "c:1"]}, "task": {"type": "worker", "index": 1}})";
+  const auto env = [&](std::string_view name) -> std::optional<std::string> {
+    if (name == "TF_CONFIG") return tf;
+    return std::nullopt;
+  };
+  const TaskInfo t = task_from_env(env, 2);
+  EXPECT_EQ(t.type, "worker");
+  EXPECT_EQ(t.id, 1);
+  const auto none = [](std::string_view) -> std::optional<std::string> { return std::nullopt; };
+  EXPECT_EQ(task_from_env(none, 3).id, 3);
+  const auto bad = [](std::string_view) -> std::optional<std::string> {
+    return R"({"cluster": {"worker": ["b:1"]}, "task": {"type": "worker", "index": 4}})";
+  };
+  EXPECT_THROW(task_from_env(bad, 0), InvalidArgument);
 }
 
 TEST(Trainer, BatchLargerThanTheShardIsAnError) {
