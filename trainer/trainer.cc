@@ -166,10 +166,6 @@ struct EpochTotals {
   }
 };
 
-}  // namespace
-
-namespace {
-
 // One worker's job; run() is the training loop as a list of named steps.
 class Job {
  public:
