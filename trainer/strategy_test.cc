@@ -57,8 +57,12 @@ TEST(Strategy, BucketedAllReduceAveragesGradients) {
           for (int r = 0; r < 4; ++r) sum += grad_of(r, std::int64_t(i));
           ASSERT_EQ(g[i], sum / 4) << "element " << i << " bucket " << bucket_bytes;
         }
-        if (bucket_bytes == 4) EXPECT_EQ(s.bucket_count(), 6);  // one variable each
-        if (bucket_bytes == 1u << 20) EXPECT_EQ(s.bucket_count(), 1);
+        if (bucket_bytes == 4) {
+          EXPECT_EQ(s.bucket_count(), 6);  // one variable each
+        }
+        if (bucket_bytes == 1u << 20) {
+          EXPECT_EQ(s.bucket_count(), 1);
+        }
         EXPECT_EQ(s.comm_stats().buckets, s.bucket_count());
       });
     }
