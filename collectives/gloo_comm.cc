@@ -313,13 +313,18 @@ void GlooComm::wait(Op& op) {
 }
 
 void GlooComm::wait_locked(std::unique_lock<std::mutex>& lock, Op& op) {
+  struct StopTaking {
+    WaiterPool& pool;
+    ~StopTaking() { pool.rank_end(); }
+  } stop_taking{waiters_};
   for (;;) {
     check_usable();
     if (op.complete) return;
     // Wait on one of this collective's transfers here rather than hand it to
     // a worker: the thread that waited continues without a wake-up.
+    waiters_.rank_begin(op.seq);
     lock.unlock();
-    const bool ran = waiters_.run_one_of(op.seq, timeout());
+    const bool ran = waiters_.rank_run(op.seq, timeout());
     lock.lock();
     if (ran) continue;
     const auto deadline = last_progress_ + timeout();

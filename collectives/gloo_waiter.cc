@@ -19,28 +19,63 @@ WaiterPool::~WaiterPool() {
 void WaiterPool::submit(const WaitJob& job) {
   std::lock_guard lock(mu_);
   jobs_.push_back(job);
-  // Workers coming back from a handler, and those already woken, will take
-  // queued jobs; wake (or start) one more only for a job none of them takes.
-  if (static_cast<int>(jobs_.size()) <= returning_ + waking_) return;
-  if (idle_ == waking_) {
-    threads_.emplace_back([this] { work(); });
-    ++idle_;
+  if (rank_active_ && !rank_reserved_ && job.op_seq == rank_op_) {
+    rank_reserved_ = true;  // the rank's thread takes it next
+    return;
   }
-  ++waking_;
-  jobs_cv_.notify_one();
+  dispatch_locked();
 }
 
-bool WaiterPool::run_one_of(std::uint64_t op_seq, std::chrono::milliseconds limit) {
+void WaiterPool::dispatch_locked() {
+  // Workers coming back from a handler, those already woken, and the rank's
+  // thread for the job left to it will take queued jobs; wake (or start) more
+  // only for jobs none of them takes.
+  while (static_cast<int>(jobs_.size()) > returning_ + waking_ + (rank_reserved_ ? 1 : 0)) {
+    if (idle_ == waking_) {
+      threads_.emplace_back([this] { work(); });
+      ++idle_;
+    }
+    ++waking_;
+    jobs_cv_.notify_one();
+  }
+}
+
+void WaiterPool::rank_begin(std::uint64_t op_seq) {
+  std::lock_guard lock(mu_);
+  rank_active_ = true;
+  rank_op_ = op_seq;
+}
+
+void WaiterPool::rank_end() {
+  std::lock_guard lock(mu_);
+  rank_active_ = false;
+  rank_reserved_ = false;
+  dispatch_locked();  // a job left to the rank's thread gets a worker
+}
+
+bool WaiterPool::rank_run(std::uint64_t op_seq, std::chrono::milliseconds limit) {
   WaitJob job;
   {
     std::lock_guard lock(mu_);
-    auto it = std::find_if(jobs_.begin(), jobs_.end(),
+    auto it = std::find_if(jobs_.rbegin(), jobs_.rend(),
                            [&](const WaitJob& j) { return j.op_seq == op_seq; });
-    if (it == jobs_.end()) return false;
-    job = *it;
-    jobs_.erase(it);
+    const bool found = it != jobs_.rend();
+    rank_active_ = false;  // blocked in a wait, or about to sleep
+    rank_reserved_ = false;
+    if (found) {
+      job = *it;
+      jobs_.erase(std::next(it).base());
+    }
+    dispatch_locked();
+    if (!found) return false;
   }
-  handler_(wait(job, limit));
+  const Completion c = wait(job, limit);
+  {
+    std::lock_guard lock(mu_);
+    rank_active_ = true;  // its handler's first new job is left to it
+    rank_op_ = op_seq;
+  }
+  handler_(c);
   return true;
 }
 

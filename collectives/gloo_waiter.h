@@ -5,9 +5,12 @@
 // full timeout and then runs the communicator's handler itself (reduce,
 // issue the next steps), as Gloo's own algorithms continue on the thread that
 // waited: one thread hand-off per message, not two. A worker that comes back
-// from its handler takes the next queued wait without being woken, and the
-// rank's own thread, while it waits for a collective, takes that
-// collective's queued waits itself.
+// from its handler takes the oldest queued wait without being woken. The
+// rank's own thread, while it waits for a collective, takes that collective's
+// newest wait itself (usually the receive that completes it), and one job its
+// own handler queues is left for it rather than woken for, so a blocking
+// collective's critical path has one wake-up per message (Gloo's loop thread
+// waking the rank's thread), as Gloo's own algorithms have.
 #pragma once
 
 #include <chrono>
@@ -56,13 +59,20 @@ class WaiterPool {
   // sure to get a thread, so none queues behind a wait that only this rank's
   // progress can end.
   void submit(const WaitJob& job);
-  // Takes the oldest queued wait of collective `op_seq` and runs it (wait,
-  // then handler) on the calling thread with `limit`; false when none is queued.
-  bool run_one_of(std::uint64_t op_seq, std::chrono::milliseconds limit);
+  // The rank's thread, waiting for collective `op_seq`: rank_begin() makes it
+  // a taker of that collective's jobs (one job queued meanwhile is left for
+  // it); rank_run() takes the newest queued job of `op_seq` and runs it (wait
+  // with `limit`, then handler) on the calling thread, or, when there is none,
+  // stops taking and returns false; rank_end() stops taking.
+  void rank_begin(std::uint64_t op_seq);
+  bool rank_run(std::uint64_t op_seq, std::chrono::milliseconds limit);
+  void rank_end();
 
  private:
   Completion wait(const WaitJob& job, std::chrono::milliseconds limit) const;
   void work();
+  // Wakes (or starts) workers until every queued job has a taker.
+  void dispatch_locked();
 
   std::chrono::milliseconds timeout_;
   Handler handler_;
@@ -70,9 +80,12 @@ class WaiterPool {
   std::condition_variable jobs_cv_;
   std::deque<WaitJob> jobs_;
   // A queued wait needs a thread that is not itself blocked in a wait:
-  int idle_ = 0;       // workers not running a job (asleep, or woken and not yet running)
-  int waking_ = 0;     // of those, the ones notified for a job
-  int returning_ = 0;  // workers in a handler: they take the next queued job, unwoken
+  int idle_ = 0;                // workers not running a job (asleep, or woken and not yet running)
+  int waking_ = 0;              // of those, the ones notified for a job
+  int returning_ = 0;           // workers in a handler: they take the next queued job, unwoken
+  bool rank_active_ = false;    // the rank's thread will look at jobs_ next
+  bool rank_reserved_ = false;  // a queued job is left for it
+  std::uint64_t rank_op_ = 0;   // the collective it takes jobs of
   bool stop_ = false;
   std::vector<std::thread> threads_;
 };
