@@ -8,7 +8,7 @@ namespace cclab::coll::detail {
 
 CallRendezvous::CallRendezvous(int ranks) : ranks_(ranks), next_seq_(ranks, 0) {}
 
-CallRendezvous::Ticket CallRendezvous::arrive(int rank, const CollectiveCall& call,
+CallRendezvous::Ticket CallRendezvous::arrive(int rank, const CollectiveCall& call, int variant,
                                               const Launch& launch) {
   std::unique_lock lock(mu_);
   const std::uint64_t seq = next_seq_[rank]++;
@@ -16,17 +16,19 @@ CallRendezvous::Ticket CallRendezvous::arrive(int rank, const CollectiveCall& ca
   if (!state) {
     state = std::make_shared<Ticket::State>();
     state->calls.resize(ranks_);
+    state->variants.assign(ranks_, 0);
     state->arrived.assign(ranks_, false);
   }
   auto mine = state;
   mine->calls[rank] = call;
+  mine->variants[rank] = variant;
   mine->arrived[rank] = true;
   if (++mine->count == ranks_) {
     open_.erase(seq);
     // Launched under the lock: the set k+1 cannot complete before set k has
     // (its last rank arrives at k+1 only after returning from k).
     try {
-      launch(seq, mine->calls);
+      mine->result = launch(seq, mine->calls, mine->variants);
     } catch (...) {
       mine->error = std::current_exception();
     }

@@ -20,8 +20,12 @@ namespace cclab::coll::detail {
 
 class CallRendezvous {
  public:
-  // The k-th call of every rank, in rank order.
-  using Launch = std::function<void(std::uint64_t seq, const std::vector<CollectiveCall>& calls)>;
+  // The k-th call of every rank, in rank order, with each rank's `variant` (a
+  // backend's tag for what to run, e.g. a baseline instead of a schedule).
+  // What it returns is kept for every rank's ticket (e.g. completion events).
+  using Launch = std::function<std::shared_ptr<void>(std::uint64_t seq,
+                                                     const std::vector<CollectiveCall>& calls,
+                                                     const std::vector<int>& variants)>;
 
   struct Ticket {
     std::uint64_t seq = 0;
@@ -34,7 +38,7 @@ class CallRendezvous {
 
   // Deposits `rank`'s next call; the call that completes a set runs `launch`
   // before returning (launches are serialised and in call order).
-  Ticket arrive(int rank, const CollectiveCall& call, const Launch& launch);
+  Ticket arrive(int rank, const CollectiveCall& call, int variant, const Launch& launch);
   // True once the call was launched; rethrows the launch's error.
   bool launched(const Ticket& t);
   // Blocks until launched (rethrowing its error); throws TimeoutError naming
@@ -56,7 +60,9 @@ class CallRendezvous {
 
 struct CallRendezvous::Ticket::State {
   std::vector<CollectiveCall> calls;
+  std::vector<int> variants;
   std::vector<bool> arrived;
+  std::shared_ptr<void> result;  // what the launch returned
   int count = 0;
   bool launched = false;
   std::exception_ptr error;

@@ -19,10 +19,12 @@ TEST(ThreadsCallRendezvous, LaunchesEverySetOnceInOrder) {
   CallRendezvous rv(kRanks);
   std::vector<std::uint64_t> launched;
   std::atomic<int> bad{0};
-  const auto launch = [&](std::uint64_t seq, const std::vector<CollectiveCall>& calls) {
+  const auto launch = [&](std::uint64_t seq, const std::vector<CollectiveCall>& calls,
+                          const std::vector<int>& variants) -> std::shared_ptr<void> {
     launched.push_back(seq);
     for (int r = 0; r < kRanks; ++r)
-      if (calls[r].shape.count != seq * 100 + r) ++bad;
+      if (calls[r].shape.count != seq * 100 + r || variants[r] != r) ++bad;
+    return std::make_shared<std::uint64_t>(seq);
   };
   std::vector<std::thread> threads;
   for (int r = 0; r < kRanks; ++r)
@@ -30,9 +32,11 @@ TEST(ThreadsCallRendezvous, LaunchesEverySetOnceInOrder) {
       for (int k = 0; k < kCalls; ++k) {
         CollectiveCall c;
         c.shape.count = static_cast<std::uint64_t>(k) * 100 + r;
-        auto t = rv.arrive(r, c, launch);
+        auto t = rv.arrive(r, c, r, launch);
         EXPECT_EQ(t.seq, static_cast<std::uint64_t>(k));
         rv.wait_launched(t, r, milliseconds(10000));
+        // Every rank sees the result of its own set's launch.
+        EXPECT_EQ(*std::static_pointer_cast<std::uint64_t>(t.state->result), t.seq);
       }
     });
   for (auto& t : threads) t.join();
@@ -43,8 +47,9 @@ TEST(ThreadsCallRendezvous, LaunchesEverySetOnceInOrder) {
 
 TEST(ThreadsCallRendezvous, MissingRankTimesOutNamingIt) {
   CallRendezvous rv(3);
-  auto t0 = rv.arrive(0, {}, [](auto, const auto&) {});
-  rv.arrive(2, {}, [](auto, const auto&) {});
+  const auto nothing = [](auto, const auto&, const auto&) { return std::shared_ptr<void>(); };
+  auto t0 = rv.arrive(0, {}, 0, nothing);
+  rv.arrive(2, {}, 0, nothing);
   try {
     rv.wait_launched(t0, 0, milliseconds(50));
     FAIL() << "no timeout";
@@ -56,9 +61,11 @@ TEST(ThreadsCallRendezvous, MissingRankTimesOutNamingIt) {
 
 TEST(ThreadsCallRendezvous, LaunchErrorReachesEveryRank) {
   CallRendezvous rv(2);
-  const auto fail = [](auto, const auto&) { throw InvalidArgument("ranks disagree"); };
-  auto t0 = rv.arrive(0, {}, fail);
-  auto t1 = rv.arrive(1, {}, fail);
+  const auto fail = [](auto, const auto&, const auto&) -> std::shared_ptr<void> {
+    throw InvalidArgument("ranks disagree");
+  };
+  auto t0 = rv.arrive(0, {}, 0, fail);
+  auto t1 = rv.arrive(1, {}, 0, fail);
   EXPECT_THROW(rv.wait_launched(t0, 0, milliseconds(1000)), InvalidArgument);
   EXPECT_THROW(rv.launched(t1), InvalidArgument);
 }

@@ -37,6 +37,13 @@ class BackendUnavailable : public Error {
   using Error::Error;
 };
 
+// A CUDA or NCCL call failed; the message names the call and carries the
+// library's own error text.
+class CudaError : public Error {
+ public:
+  using Error::Error;
+};
+
 // An invariant of cclab itself was broken: a bug, never bad input.
 class InternalError : public Error {
  public:

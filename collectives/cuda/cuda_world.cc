@@ -1,0 +1,220 @@
+// The cuda executor: transfers are pulled by the receiver's stream, as a
+// device-to-device copy (cudaMemcpyAsync on one GPU, cudaMemcpyPeerAsync
+// across GPUs) or as one fused kernel that reads the peer's buffer, reduces
+// and writes (peer access across GPUs). Plan events come from a pool per
+// device that is reused by every collective: a wait captures the event's
+// state when it is enqueued, so re-recording it later is safe.
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "cclab/collectives/cuda.h"
+#include "cclab/collectives/error.h"
+#include "cclab/collectives/reduce.h"
+#include "cuda_check.h"
+#include "gpu_group.h"
+#include "kernels.h"
+
+namespace cclab::coll {
+namespace detail {
+namespace {
+
+class CudaGroup final : public GpuGroup {
+ public:
+  CudaGroup(int ranks, const GpuOptions& options)
+      : GpuGroup(ranks, options, TransferLowering::kPull) {
+    enable_peer_access();
+  }
+  ~CudaGroup() override {
+    for (auto& [device, pool] : events_)
+      for (auto e : pool) cudaEventDestroy(e);
+  }
+
+ private:
+  void enable_peer_access();
+  void ensure_events(int count);
+  void execute(const CachedPlan& plan, const std::vector<RankAddresses>& addresses,
+               const CollectiveCall& call) override;
+  void enqueue(const PlanOp& op, const CachedPlan& plan, const std::vector<RankAddresses>& addr,
+               const CollectiveCall& call);
+
+  std::map<int, std::vector<cudaEvent_t>> events_;  // per device
+};
+
+// Fused pulls read a peer GPU's memory directly: every pair of GPUs in use
+// must have peer access.
+void CudaGroup::enable_peer_access() {
+  std::set<int> devices;
+  for (const auto& g : ranks_) devices.insert(g.device);
+  for (int d : devices)
+    for (int p : devices) {
+      if (d == p) continue;
+      int can = 0;
+      CCLAB_CUDA(cudaDeviceCanAccessPeer(&can, d, p));
+      if (!can)
+        throw BackendUnavailable(fmt::format(
+            "cuda: GPU {} cannot access GPU {}'s memory (no peer access); use --backend nccl", d,
+            p));
+      set_device(d);
+      const cudaError_t status = cudaDeviceEnablePeerAccess(p, 0);
+      if (status == cudaErrorPeerAccessAlreadyEnabled)
+        (void)cudaGetLastError();
+      else
+        CCLAB_CUDA(status);
+    }
+}
+
+void CudaGroup::ensure_events(int count) {
+  for (const auto& g : ranks_) {
+    auto& pool = events_[g.device];
+    if (static_cast<int>(pool.size()) >= count) continue;
+    set_device(g.device);
+    while (static_cast<int>(pool.size()) < count) {
+      cudaEvent_t e = nullptr;
+      CCLAB_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      pool.push_back(e);
+    }
+  }
+}
+
+void CudaGroup::execute(const CachedPlan& plan, const std::vector<RankAddresses>& addresses,
+                        const CollectiveCall& call) {
+  ensure_events(plan.plan.events);
+  // Across collectives: a stream that reads a peer's buffers starts after the
+  // peer's stream has finished what it had queued (e.g. the previous
+  // collective writing the buffer this one reads).
+  for (auto& g : ranks_) {
+    set_device(g.device);
+    CCLAB_CUDA(cudaEventRecord(g.entry, g.stream));
+  }
+  for (int r = 0; r < size(); ++r) {
+    set_device(ranks_[r].device);
+    for (int peer : plan.peers_read[r])
+      CCLAB_CUDA(cudaStreamWaitEvent(ranks_[r].stream, ranks_[peer].entry, 0));
+  }
+  for (const auto& op : plan.plan.ops) enqueue(op, plan, addresses, call);
+}
+
+std::byte* address(const std::vector<RankAddresses>& addr, const BufferRef& b, std::size_t es) {
+  return addr[b.rank][static_cast<int>(b.buffer)] + b.offset * es;
+}
+
+void CudaGroup::enqueue(const PlanOp& op, const CachedPlan& plan,
+                        const std::vector<RankAddresses>& addr, const CollectiveCall& call) {
+  const auto& g = ranks_[op.stream];
+  const std::size_t es = dtype_size(call.dtype);
+  set_device(g.device);
+  switch (op.kind) {
+    case PlanOpKind::kCopy: {
+      if (op.count == 0) return;
+      const int src_device = ranks_[op.a.rank].device;
+      std::byte* dst = address(addr, op.dst, es);
+      const std::byte* src = address(addr, op.a, es);
+      if (dst == src) return;
+      if (src_device == g.device)
+        CCLAB_CUDA(cudaMemcpyAsync(dst, src, op.count * es, cudaMemcpyDeviceToDevice, g.stream));
+      else
+        CCLAB_CUDA(cudaMemcpyPeerAsync(dst, g.device, src, src_device, op.count * es, g.stream));
+      return;
+    }
+    case PlanOpKind::kReduce:
+      return launch_reduce(g.stream, address(addr, op.dst, es), address(addr, op.a, es),
+                           address(addr, op.b, es), op.count, call.dtype, step_op(call.op),
+                           g.sm_count);
+    case PlanOpKind::kRecord:
+      CCLAB_CUDA(cudaEventRecord(events_[g.device][op.event], g.stream));
+      return;
+    case PlanOpKind::kWait: {
+      const int recorder = ranks_[plan.event_stream[op.event]].device;
+      CCLAB_CUDA(cudaStreamWaitEvent(g.stream, events_[recorder][op.event], 0));
+      return;
+    }
+    default:
+      throw InternalError(fmt::format("cuda: a pull plan has no {} ops", plan_op_name(op.kind)));
+  }
+}
+
+}  // namespace
+}  // namespace detail
+
+std::string cuda_unavailable_reason() {
+  try {
+    detail::require_devices();
+    return "";
+  } catch (const BackendUnavailable& e) {
+    return e.what();
+  }
+}
+
+DeviceBuffer::DeviceBuffer(int device, std::size_t bytes) : bytes_(bytes), device_(device) {
+  CCLAB_CUDA(cudaSetDevice(device));
+  void* p = nullptr;
+  // At least one byte, so data() is a real device pointer even for empty buffers.
+  CCLAB_CUDA(cudaMalloc(&p, std::max<std::size_t>(bytes, 256)));
+  data_ = static_cast<std::byte*>(p);
+  CCLAB_CUDA(cudaMemset(data_, 0, std::max<std::size_t>(bytes, 256)));
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (data_) cudaFree(data_);
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)),
+      bytes_(std::exchange(other.bytes_, 0)),
+      device_(other.device_) {}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+  if (this != &other) {
+    if (data_) cudaFree(data_);
+    data_ = std::exchange(other.data_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+    device_ = other.device_;
+  }
+  return *this;
+}
+
+void copy_to_device(void* device_dst, const void* host_src, std::size_t bytes) {
+  if (bytes > 0) CCLAB_CUDA(cudaMemcpy(device_dst, host_src, bytes, cudaMemcpyHostToDevice));
+}
+
+void copy_to_host(void* host_dst, const void* device_src, std::size_t bytes) {
+  if (bytes > 0) CCLAB_CUDA(cudaMemcpy(host_dst, device_src, bytes, cudaMemcpyDeviceToHost));
+}
+
+void fill_device(void* device_dst, int byte, std::size_t bytes) {
+  if (bytes > 0) CCLAB_CUDA(cudaMemset(device_dst, byte, bytes));
+}
+
+void GpuWorld::run(const std::function<void(Communicator&)>& fn) {
+  std::vector<std::exception_ptr> errors(size());
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size(); ++r)
+    threads.emplace_back([&, r] {
+      try {
+        CCLAB_CUDA(cudaSetDevice(device(r)));
+        fn(comm(r));
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  // The root cause first: a rank that failed makes the others time out.
+  for (auto& e : errors) try {
+      if (e) std::rethrow_exception(e);
+    } catch (const TimeoutError&) {
+    } catch (...) {
+      throw;
+    }
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+std::unique_ptr<GpuWorld> make_cuda_world(int ranks, const GpuOptions& options) {
+  auto group = std::make_unique<detail::CudaGroup>(ranks, options);
+  std::string note = "cuda: " + group->placement();
+  return std::make_unique<detail::GroupWorld>(std::move(group), std::move(note));
+}
+
+}  // namespace cclab::coll
