@@ -4,6 +4,7 @@
 // and writes (peer access across GPUs). Plan events come from a pool per
 // device that is reused by every collective: a wait captures the event's
 // state when it is enqueued, so re-recording it later is safe.
+#include <algorithm>
 #include <set>
 #include <thread>
 
@@ -201,12 +202,15 @@ void GpuWorld::run(const std::function<void(Communicator&)>& fn) {
     });
   for (auto& t : threads) t.join();
   // The root cause first: a rank that failed makes the others time out.
-  for (auto& e : errors) try {
+  std::stable_partition(errors.begin(), errors.end(), [](const std::exception_ptr& e) {
+    try {
       if (e) std::rethrow_exception(e);
     } catch (const TimeoutError&) {
+      return false;
     } catch (...) {
-      throw;
     }
+    return true;
+  });
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
 }
