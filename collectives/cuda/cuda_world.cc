@@ -1,9 +1,7 @@
 // The cuda executor: transfers are pulled by the receiver's stream, as a
 // device-to-device copy (cudaMemcpyAsync on one GPU, cudaMemcpyPeerAsync
 // across GPUs) or as one fused kernel that reads the peer's buffer, reduces
-// and writes (peer access across GPUs). Plan events come from a pool per
-// device that is reused by every collective: a wait captures the event's
-// state when it is enqueued, so re-recording it later is safe.
+// and writes (peer access across GPUs).
 #include <algorithm>
 #include <set>
 #include <thread>
@@ -27,20 +25,13 @@ class CudaGroup final : public GpuGroup {
       : GpuGroup(ranks, options, TransferLowering::kPull) {
     enable_peer_access();
   }
-  ~CudaGroup() override {
-    for (auto& [device, pool] : events_)
-      for (auto e : pool) cudaEventDestroy(e);
-  }
 
  private:
   void enable_peer_access();
-  void ensure_events(int count);
   void execute(const CachedPlan& plan, const std::vector<RankAddresses>& addresses,
                const CollectiveCall& call) override;
   void enqueue(const PlanOp& op, const CachedPlan& plan, const std::vector<RankAddresses>& addr,
                const CollectiveCall& call);
-
-  std::map<int, std::vector<cudaEvent_t>> events_;  // per device
 };
 
 // Fused pulls read a peer GPU's memory directly: every pair of GPUs in use
@@ -66,22 +57,8 @@ void CudaGroup::enable_peer_access() {
     }
 }
 
-void CudaGroup::ensure_events(int count) {
-  for (const auto& g : ranks_) {
-    auto& pool = events_[g.device];
-    if (static_cast<int>(pool.size()) >= count) continue;
-    set_device(g.device);
-    while (static_cast<int>(pool.size()) < count) {
-      cudaEvent_t e = nullptr;
-      CCLAB_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-      pool.push_back(e);
-    }
-  }
-}
-
 void CudaGroup::execute(const CachedPlan& plan, const std::vector<RankAddresses>& addresses,
                         const CollectiveCall& call) {
-  ensure_events(plan.plan.events);
   // Across collectives: a stream that reads a peer's buffers starts after the
   // peer's stream has finished what it had queued (e.g. the previous
   // collective writing the buffer this one reads).
@@ -124,13 +101,9 @@ void CudaGroup::enqueue(const PlanOp& op, const CachedPlan& plan,
                            address(addr, op.b, es), op.count, call.dtype, step_op(call.op),
                            g.sm_count);
     case PlanOpKind::kRecord:
-      CCLAB_CUDA(cudaEventRecord(events_[g.device][op.event], g.stream));
-      return;
-    case PlanOpKind::kWait: {
-      const int recorder = ranks_[plan.event_stream[op.event]].device;
-      CCLAB_CUDA(cudaStreamWaitEvent(g.stream, events_[recorder][op.event], 0));
-      return;
-    }
+      return record(op);
+    case PlanOpKind::kWait:
+      return wait(op, plan);
     default:
       throw InternalError(fmt::format("cuda: a pull plan has no {} ops", plan_op_name(op.kind)));
   }

@@ -120,6 +120,8 @@ GpuGroup::GpuGroup(int ranks, const GpuOptions& options, TransferLowering loweri
 }
 
 GpuGroup::~GpuGroup() {
+  for (auto& [device, pool] : events_)
+    for (auto e : pool) cudaEventDestroy(e);
   for (auto& g : ranks_) {
     cudaSetDevice(g.device);
     if (g.stream) cudaStreamSynchronize(g.stream);
@@ -132,6 +134,32 @@ void GpuGroup::set_device(int device) {
   if (device == current_device_) return;
   CCLAB_CUDA(cudaSetDevice(device));
   current_device_ = device;
+}
+
+void GpuGroup::ensure_events(int count) {
+  for (const auto& g : ranks_) {
+    auto& pool = events_[g.device];
+    if (static_cast<int>(pool.size()) >= count) continue;
+    set_device(g.device);
+    while (static_cast<int>(pool.size()) < count) {
+      cudaEvent_t e = nullptr;
+      CCLAB_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      pool.push_back(e);
+    }
+  }
+}
+
+void GpuGroup::record(const PlanOp& op) {
+  const auto& g = ranks_[op.stream];
+  set_device(g.device);
+  CCLAB_CUDA(cudaEventRecord(events_[g.device][op.event], g.stream));
+}
+
+void GpuGroup::wait(const PlanOp& op, const CachedPlan& plan) {
+  const auto& g = ranks_[op.stream];
+  const int recorder = ranks_[plan.event_stream[op.event]].device;
+  set_device(g.device);
+  CCLAB_CUDA(cudaStreamWaitEvent(g.stream, events_[recorder][op.event], 0));
 }
 
 std::string GpuGroup::placement() const {
@@ -242,6 +270,7 @@ std::shared_ptr<void> GpuGroup::launch(const std::vector<CollectiveCall>& calls,
   } else {
     const CachedPlan& plan = plan_for(calls[0]);
     const auto addresses = prepare(plan, calls);
+    ensure_events(plan.plan.events);
     execute(plan, addresses, calls[0]);
     finish(calls);
   }

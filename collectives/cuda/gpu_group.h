@@ -68,8 +68,14 @@ class GpuGroup {
   // A variant other than 0 (a backend's baseline); the default rejects it.
   virtual void launch_variant(int variant, const std::vector<CollectiveCall>& calls);
   void set_device(int device);
+  // Plan events: a pool per device, reused by every collective (a wait
+  // captures the event's state when enqueued, so re-recording later is safe).
+  void ensure_events(int count);
+  void record(const PlanOp& op);
+  void wait(const PlanOp& op, const CachedPlan& plan);
   int current_device_ = -1;
   std::vector<GpuRank> ranks_;
+  std::map<int, std::vector<cudaEvent_t>> events_;  // per device
 
  private:
   const CachedPlan& plan_for(const CollectiveCall& call);
