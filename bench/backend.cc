@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 #include <sched.h>
@@ -14,6 +16,12 @@
 #include "cclab/collectives/threads.h"
 #ifdef CCLAB_HAVE_GLOO
 #include "cclab/collectives/gloo.h"
+#endif
+#ifdef CCLAB_HAVE_CUDA
+#include "cclab/collectives/cuda.h"
+#endif
+#ifdef CCLAB_HAVE_NCCL
+#include "cclab/collectives/nccl.h"
 #endif
 
 namespace cclab::bench {
@@ -86,6 +94,80 @@ class GlooBackend final : public Backend {
 };
 #endif
 
+// Host memory, 64-byte aligned, zeroed once on allocation (its first touch).
+class HostMemory final : public RankMemory {
+ public:
+  std::byte* allocate(std::size_t bytes) override {
+    const std::size_t rounded = std::max<std::size_t>(64, (bytes + 63) / 64 * 64);
+    auto* p = static_cast<std::byte*>(std::aligned_alloc(64, rounded));
+    if (!p) throw std::bad_alloc();
+    std::memset(p, 0, rounded);
+    blocks_.emplace_back(p);
+    return p;
+  }
+
+ private:
+  struct Free {
+    void operator()(std::byte* p) const { std::free(p); }
+  };
+  std::vector<std::unique_ptr<std::byte, Free>> blocks_;
+};
+
+#ifdef CCLAB_HAVE_CUDA
+// cudaMalloc'd memory on the rank's GPU; inputs and outputs travel by cudaMemcpy.
+class DeviceMemory final : public RankMemory {
+ public:
+  explicit DeviceMemory(int device) : device_(device) {}
+  std::byte* allocate(std::size_t bytes) override {
+    return buffers_.emplace_back(device_, bytes).data();
+  }
+  bool host_visible() const override { return false; }
+  void upload(std::byte* dst, const std::byte* host, std::size_t bytes) override {
+    coll::copy_to_device(dst, host, bytes);
+  }
+  void download(std::byte* host, const std::byte* src, std::size_t bytes) override {
+    coll::copy_to_host(host, src, bytes);
+  }
+  void fill(std::byte* dst, int byte, std::size_t bytes) override {
+    coll::fill_device(dst, byte, bytes);
+  }
+
+ private:
+  int device_;
+  std::vector<coll::DeviceBuffer> buffers_;
+};
+
+// All ranks as threads of this process on its GPUs (cuda or nccl world).
+class GpuBackend final : public Backend {
+ public:
+  GpuBackend(std::string_view name, std::unique_ptr<coll::GpuWorld> world, bool pin)
+      : name_(name), world_(std::move(world)), pin_(pin) {}
+  std::string_view name() const override { return name_; }
+  int ranks() const override { return world_->size(); }
+  void run(const std::function<void(coll::Communicator&)>& fn) override {
+    world_->run([&](coll::Communicator& comm) {
+      if (pin_) pin_to_core(comm.rank());
+      fn(comm);
+    });
+  }
+  std::unique_ptr<RankMemory> memory(int rank) override {
+    return std::make_unique<DeviceMemory>(world_->device(rank));
+  }
+  std::string note() const override { return world_->note(); }
+
+ private:
+  std::string_view name_;
+  std::unique_ptr<coll::GpuWorld> world_;
+  bool pin_;
+};
+
+coll::GpuOptions gpu_options(const BackendOptions& o) {
+  coll::GpuOptions g;
+  g.timeout = o.timeout;
+  return g;
+}
+#endif
+
 struct Entry {
   std::string_view name;
   bool processes;  // one rank per process, identity from the environment
@@ -104,6 +186,20 @@ constexpr std::array kBackends = {
             return std::make_unique<GlooBackend>(o);
           }},
 #endif
+#ifdef CCLAB_HAVE_CUDA
+    Entry{"cuda", false,
+          [](const BackendOptions& o) -> std::unique_ptr<Backend> {
+            return std::make_unique<GpuBackend>(
+                "cuda", coll::make_cuda_world(o.ranks, gpu_options(o)), o.pin);
+          }},
+#endif
+#ifdef CCLAB_HAVE_NCCL
+    Entry{"nccl", false,
+          [](const BackendOptions& o) -> std::unique_ptr<Backend> {
+            return std::make_unique<GpuBackend>(
+                "nccl", coll::make_nccl_world(o.ranks, gpu_options(o)), o.pin);
+          }},
+#endif
 };
 
 const Entry* find(std::string_view name) {
@@ -113,6 +209,18 @@ const Entry* find(std::string_view name) {
 }
 
 }  // namespace
+
+void RankMemory::upload(std::byte* dst, const std::byte* host, std::size_t bytes) {
+  std::memcpy(dst, host, bytes);
+}
+void RankMemory::download(std::byte* host, const std::byte* src, std::size_t bytes) {
+  std::memcpy(host, src, bytes);
+}
+void RankMemory::fill(std::byte* dst, int byte, std::size_t bytes) {
+  std::memset(dst, byte, bytes);
+}
+
+std::unique_ptr<RankMemory> Backend::memory(int) { return std::make_unique<HostMemory>(); }
 
 void pin_to_core(int rank) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

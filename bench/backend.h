@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -15,8 +16,23 @@
 
 namespace cclab::bench {
 
-// One session of `ranks` ranks, all in this process (threads) or one per
-// process (gloo).
+// Where a rank's collective buffers live: host memory for the CPU backends,
+// device memory of the rank's GPU for cuda and nccl. The sweep fills inputs
+// and reads outputs through it.
+class RankMemory {
+ public:
+  virtual ~RankMemory() = default;
+  // Zeroed, 64-byte aligned at least, alive as long as this object.
+  virtual std::byte* allocate(std::size_t bytes) = 0;
+  // False: the sweep stages inputs and outputs through host copies.
+  virtual bool host_visible() const { return true; }
+  virtual void upload(std::byte* dst, const std::byte* host, std::size_t bytes);
+  virtual void download(std::byte* host, const std::byte* src, std::size_t bytes);
+  virtual void fill(std::byte* dst, int byte, std::size_t bytes);
+};
+
+// One session of `ranks` ranks, all in this process (threads, cuda, nccl) or
+// one per process (gloo).
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -33,6 +49,11 @@ class Backend {
   virtual bool reports() const { return true; }
   // The `hier` group size the ranks' placement suggests (ranks per host); 0: none.
   virtual int host_group_size() const { return 0; }
+  // The memory the sweep allocates rank `rank`'s buffers in.
+  virtual std::unique_ptr<RankMemory> memory(int rank);
+  // A line about placement worth telling the user ("" for none), e.g. that
+  // NCCL runs fewer ranks than asked.
+  virtual std::string note() const { return ""; }
 };
 
 // What a backend is made from; the process backends read their identity and

@@ -37,7 +37,8 @@ void add_collective_options(CLI::App& cmd, BenchFlags& f) {
   cmd.add_option("--algo", f.algo,
                  "Comma-separated algorithms: ours, all (= ours), and with --backend gloo "
                  "Gloo's own (gloo-ring, gloo-ring-chunked, gloo-hd, gloo-bcube, gloo-fn-ring, "
-                 "gloo-fn-bcube)")
+                 "gloo-fn-bcube), with --backend nccl NCCL's all-reduce (nccl, nccl-ring, "
+                 "nccl-tree: NCCL_ALGO pinned)")
       ->capture_default_str();
   cmd.add_option("-d,--dtype", f.dtype, "Element type (" + coll::dtype_names() + ")")
       ->capture_default_str();
@@ -73,6 +74,23 @@ void check_writable(const std::string& path) {
     throw IoError(fmt::format("--json: cannot open '{}' for writing", path));
 }
 
+// The sweep on a started backend; the exit status.
+int run_on(const BenchConfig& config, Backend& backend, std::ostream& out, std::ostream& err) {
+  if (!backend.reports()) {
+    run_sweep(config, backend);  // rank 0 prints; the others only take part
+    return 0;
+  }
+  if (!config.json_path.empty()) check_writable(config.json_path);
+  const auto rows = run_sweep(config, backend);
+  print_table(out, config, rows);
+  out.flush();
+  if (!config.json_path.empty()) write_json(config.json_path, to_json(config, rows));
+  const auto wrong = total_wrong(rows);
+  if (wrong == 0) return 0;
+  err << fmt::format("cclab: bench: {} wrong elements (see #wrong)\n", wrong);
+  return 1;
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
@@ -102,19 +120,9 @@ int run_bench(BenchConfig config, std::ostream& out, std::ostream& err, const Be
   auto backend = make_backend(config.backend, options);
   // Without --group-size, `hier` groups the ranks that share a host.
   if (config.group_size == 0) config.group_size = backend->host_group_size();
-  if (!backend->reports()) {
-    run_sweep(config, *backend);  // rank 0 prints; the others only take part
-    return 0;
-  }
-  if (!config.json_path.empty()) check_writable(config.json_path);
-  const auto rows = run_sweep(config, *backend);
-  print_table(out, config, rows);
-  out.flush();
-  if (!config.json_path.empty()) write_json(config.json_path, to_json(config, rows));
-  const auto wrong = total_wrong(rows);
-  if (wrong == 0) return 0;
-  err << fmt::format("cclab: bench: {} wrong elements (see #wrong)\n", wrong);
-  return 1;
+  if (const auto note = backend->note(); !note.empty()) err << "cclab: bench: " << note << '\n';
+  config.ranks = backend->ranks();  // e.g. NCCL: one rank per GPU, fewer than asked
+  return run_on(config, *backend, out, err);
 }
 
 }  // namespace cclab::bench

@@ -6,6 +6,13 @@ separate_arguments(args UNIX_COMMAND "${ARGS}")
 execute_process(COMMAND "${CCLAB}" ${args}
   RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
 
+# With NO_GPU_REGEX (GPU backends), a run may instead fail the way it must
+# without a usable GPU: status 1 and one stderr line matching NO_GPU_REGEX.
+if(DEFINED NO_GPU_REGEX AND NOT status EQUAL 0)
+  set(STATUS 1)
+  set(REGEX "${NO_GPU_REGEX}")
+endif()
+
 function(fail why)
   message(FATAL_ERROR "cclab ${ARGS}: ${why}\n--- stdout:\n${out}\n--- stderr:\n${err}")
 endfunction()

@@ -48,10 +48,8 @@ Algorithm parse_one_algo(std::string_view name, CollectiveKind kind) {
   const auto what = is_algorithm_name(name) ? fmt::format("'{}' does not apply to {}", name,
                                                           coll::collective_name(kind))
                                             : fmt::format("unknown algorithm '{}'", name);
-  std::string peers;
-  for (auto p : kGlooPeers) peers += fmt::format("{}{}", peers.empty() ? "" : ", ", p);
-  invalid("--algo", fmt::format("{} (allowed: {}, or all; with --backend gloo also {})", what,
-                                names_of(allowed), peers));
+  invalid("--algo", fmt::format("{} (allowed: {}, or all; {})", what, names_of(allowed),
+                                peer_names_for_help()));
 }
 
 // The cross-group all-reduce of the hierarchical algorithm: any flat all-reduce.

@@ -9,6 +9,9 @@
 #ifdef CCLAB_HAVE_GLOO
 #include "cclab/collectives/gloo_peers.h"
 #endif
+#ifdef CCLAB_HAVE_NCCL
+#include "cclab/collectives/nccl.h"
+#endif
 
 namespace cclab::bench {
 namespace {
@@ -20,13 +23,37 @@ using coll::ReduceOp;
 // the 2-core machines (MACHINE.md); above this size a row would take minutes.
 constexpr std::uint64_t kFnRingMaxBytesAt4Ranks = 1 << 20;
 
+bool is_nccl_peer(std::string_view name) {
+  return std::find(kNcclPeers.begin(), kNcclPeers.end(), name) != kNcclPeers.end();
+}
+
+// NCCL's all-reduce takes every type and op we do.
+void check_nccl_peer(std::string_view peer, const BenchConfig& c) {
+  if (c.backend != "nccl")
+    throw InvalidArgument(
+        fmt::format("--algo: '{}' is NCCL's own all-reduce; it needs --backend nccl (got {})", peer,
+                    c.backend));
+  if (c.coll != coll::CollectiveKind::kAllReduce)
+    throw InvalidArgument(fmt::format("--algo: '{}' is an all-reduce; it does not apply to {}",
+                                      peer, coll::collective_name(c.coll)));
+}
+
 }  // namespace
 
 bool is_peer_name(std::string_view name) {
-  return std::find(kGlooPeers.begin(), kGlooPeers.end(), name) != kGlooPeers.end();
+  return is_nccl_peer(name) ||
+         std::find(kGlooPeers.begin(), kGlooPeers.end(), name) != kGlooPeers.end();
+}
+
+std::string peer_names_for_help() {
+  std::string gloo, nccl;
+  for (auto p : kGlooPeers) gloo += fmt::format("{}{}", gloo.empty() ? "" : ", ", p);
+  for (auto p : kNcclPeers) nccl += fmt::format("{}{}", nccl.empty() ? "" : ", ", p);
+  return fmt::format("with --backend gloo also {}; with --backend nccl also {}", gloo, nccl);
 }
 
 void check_peer(std::string_view peer, const BenchConfig& c) {
+  if (is_nccl_peer(peer)) return check_nccl_peer(peer, c);
   if (c.backend != "gloo")
     throw InvalidArgument(fmt::format(
         "--algo: '{}' is one of Gloo's own algorithms; it needs --backend gloo (got {})", peer,
@@ -58,6 +85,18 @@ std::string peer_skip_reason(std::string_view peer, int ranks, std::uint64_t byt
 
 std::function<void()> make_peer(coll::Communicator& comm, std::string_view peer, void* data,
                                 std::uint64_t count, const BenchConfig& c) {
+  if (is_nccl_peer(peer)) {
+#ifdef CCLAB_HAVE_NCCL
+    const auto algo = peer == "nccl-ring"   ? coll::NcclAlgo::kRing
+                      : peer == "nccl-tree" ? coll::NcclAlgo::kTree
+                                            : coll::NcclAlgo::kDefault;
+    return [&comm, data, count, algo, t = c.dtype, op = c.op] {
+      coll::nccl_allreduce(comm, data, data, count, t, op, algo);
+    };
+#else
+    throw BackendUnavailable(fmt::format("--algo {}: this build has no NCCL", peer));
+#endif
+  }
 #ifdef CCLAB_HAVE_GLOO
   std::shared_ptr<coll::PeerAllreduce> p =
       coll::make_gloo_peer(comm, peer, data, count, c.dtype, c.op);

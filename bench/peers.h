@@ -1,7 +1,8 @@
 // Peers in `cclab bench`: other libraries' implementations of a collective,
-// run on the same backend and transport as ours, in the same sweep. Today
-// Gloo's own all-reduce algorithms (names in kGlooPeers, see
-// cclab/collectives/gloo_peers.h), available with --backend gloo.
+// run on the same backend and transport as ours, in the same sweep: Gloo's
+// own all-reduce algorithms (kGlooPeers, see cclab/collectives/gloo_peers.h)
+// with --backend gloo, and NCCL's ncclAllReduce with NCCL_ALGO pinned
+// (kNcclPeers, see cclab/collectives/nccl.h) with --backend nccl.
 #pragma once
 
 #include <array>
@@ -18,7 +19,11 @@ namespace cclab::bench {
 inline constexpr std::array<std::string_view, 6> kGlooPeers = {
     "gloo-ring", "gloo-ring-chunked", "gloo-hd", "gloo-bcube", "gloo-fn-ring", "gloo-fn-bcube"};
 
+inline constexpr std::array<std::string_view, 3> kNcclPeers = {"nccl", "nccl-ring", "nccl-tree"};
+
 bool is_peer_name(std::string_view name);
+// "gloo-ring, ...; with --backend nccl also nccl, ..." for messages.
+std::string peer_names_for_help();
 
 // Checks that the configuration can run `peer` at all; throws InvalidArgument
 // naming the flag (--algo, --backend, --coll, --dtype, --op) otherwise.

@@ -15,24 +15,6 @@ namespace {
 using coll::CollectiveKind;
 using coll::CollectiveShape;
 
-// Memory of one rank, 64-byte aligned, zeroed once on allocation (its first touch).
-class AlignedBuffer {
- public:
-  explicit AlignedBuffer(std::size_t bytes) {
-    const std::size_t rounded = std::max<std::size_t>(64, (bytes + 63) / 64 * 64);
-    data_.reset(static_cast<std::byte*>(std::aligned_alloc(64, rounded)));
-    if (!data_) throw std::bad_alloc();
-    std::memset(data_.get(), 0, rounded);
-  }
-  std::byte* data() const { return data_.get(); }
-
- private:
-  struct Free {
-    void operator()(std::byte* p) const { std::free(p); }
-  };
-  std::unique_ptr<std::byte, Free> data_;
-};
-
 // What the ranks of one session share (they are threads of this process).
 // Each rank writes only its own slots; rank 0 reads them all after a barrier.
 struct Shared {
@@ -52,42 +34,64 @@ struct Call {
   std::byte* recv = nullptr;
 };
 
-// The buffers of one rank for the whole sweep, sized for its largest call.
-// In place, one storage holds input and output at NCCL's offsets (the
-// all-gather input and the reduce-scatter output are the rank's block).
+// The buffers of one rank for the whole sweep, sized for its largest call, in
+// the backend's memory (device memory for GPU backends: inputs and outputs
+// then travel through host copies). In place, one storage holds input and
+// output at NCCL's offsets (the all-gather input and the reduce-scatter
+// output are the rank's block).
 class RankBuffers {
  public:
-  RankBuffers(const BenchConfig& c, int rank, const CollectiveShape& largest)
+  RankBuffers(const BenchConfig& c, int rank, const CollectiveShape& largest,
+              std::unique_ptr<RankMemory> memory)
       : config_(c),
         rank_(rank),
         elem_bytes_(coll::dtype_size(c.dtype)),
-        send_(c.in_place ? 0 : largest.input_count() * elem_bytes_),
-        recv_(std::max(largest.input_count(), largest.output_count()) * elem_bytes_) {}
+        memory_(std::move(memory)),
+        send_(memory_->allocate(c.in_place ? 0 : largest.input_count() * elem_bytes_)),
+        recv_(memory_->allocate(std::max(largest.input_count(), largest.output_count()) *
+                                elem_bytes_)) {
+    if (!memory_->host_visible()) {
+      host_in_.resize(largest.input_count() * elem_bytes_);
+      host_out_.resize(largest.output_count() * elem_bytes_);
+    }
+  }
 
   Call call(const CollectiveShape& shape, coll::Algorithm algo) const {
-    Call call{shape, config_.algo_config(algo), send_.data(), recv_.data()};
+    Call call{shape, config_.algo_config(algo), send_, recv_};
     if (!config_.in_place) return call;
     const std::uint64_t block = shape.count * static_cast<std::uint64_t>(rank_) * elem_bytes_;
-    call.send = recv_.data() + (shape.kind == CollectiveKind::kAllGather ? block : 0);
-    call.recv = recv_.data() + (shape.kind == CollectiveKind::kReduceScatter ? block : 0);
+    call.send = recv_ + (shape.kind == CollectiveKind::kAllGather ? block : 0);
+    call.recv = recv_ + (shape.kind == CollectiveKind::kReduceScatter ? block : 0);
     return call;
   }
 
-  void fill_input(const Expectation& expect, const Call& call) const {
-    expect.fill_input(rank_, call.send, call.shape.input_count());
+  void fill_input(const Expectation& expect, const Call& call) {
+    const std::uint64_t n = call.shape.input_count();
+    if (memory_->host_visible()) return expect.fill_input(rank_, call.send, n);
+    expect.fill_input(rank_, host_in_.data(), n);
+    memory_->upload(call.send, host_in_.data(), n * elem_bytes_);
   }
 
   // Overwrites the output so that a call that writes nothing cannot pass the check.
-  void poison_output(const Call& call) const {
-    std::memset(call.recv, 0xA5, call.shape.output_count() * elem_bytes_);
+  void poison_output(const Call& call) {
+    memory_->fill(call.recv, 0xA5, call.shape.output_count() * elem_bytes_);
+  }
+
+  // The output where the host can read it (a copy for device memory).
+  const std::byte* output_on_host(const Call& call) {
+    if (memory_->host_visible()) return call.recv;
+    memory_->download(host_out_.data(), call.recv, call.shape.output_count() * elem_bytes_);
+    return host_out_.data();
   }
 
  private:
   const BenchConfig& config_;
   int rank_;
   std::size_t elem_bytes_;
-  AlignedBuffer send_;  // out of place only
-  AlignedBuffer recv_;  // the output, or in place the whole storage
+  std::unique_ptr<RankMemory> memory_;
+  std::byte* send_;                            // out of place only
+  std::byte* recv_;                            // the output, or in place the whole storage
+  std::vector<std::byte> host_in_, host_out_;  // staging for device memory
 };
 
 void run_collective(coll::Communicator& comm, const BenchConfig& c, const Call& call) {
@@ -107,7 +111,8 @@ void run_collective(coll::Communicator& comm, const BenchConfig& c, const Call& 
 // The sweep as one rank runs it.
 class RankRunner {
  public:
-  RankRunner(const BenchConfig& c, Shared& shared, coll::Communicator& comm, bool shared_memory)
+  RankRunner(const BenchConfig& c, Shared& shared, coll::Communicator& comm, bool shared_memory,
+             std::unique_ptr<RankMemory> memory)
       : config_(c),
         shared_(shared),
         comm_(comm),
@@ -115,7 +120,7 @@ class RankRunner {
         shared_memory_(shared_memory),
         expect_(c.ranks, c.dtype, c.op),
         sizes_(sweep_sizes(c)),
-        buffers_(c, rank_, shape_for(c, sizes_.back().count)) {}
+        buffers_(c, rank_, shape_for(c, sizes_.back().count), std::move(memory)) {}
 
   void run() {
     // Out of place the inputs are written once; calls never modify them.
@@ -153,7 +158,7 @@ class RankRunner {
     if (config_.check) {
       buffers_.fill_input(expect_, call);
       run();
-      shared_.wrong[rank_] = expect_.count_wrong(call.shape, rank_, call.recv);
+      shared_.wrong[rank_] = expect_.count_wrong(call.shape, rank_, buffers_.output_on_host(call));
     }
     for (int i = 0; i < config_.warmup; ++i) run();
     for (int i = 0; i < config_.iters; ++i) shared_.times_us[slot(i)] = timed_call(run);
@@ -214,17 +219,18 @@ class RankRunner {
     buffers_.poison_output(call);
     if (config_.in_place) buffers_.fill_input(expect_, call);
     run_collective(comm_, config_, call);
+    const std::byte* out = buffers_.output_on_host(call);
     if (!shared_memory_) {
       // Every rank's output is compared bitwise with the reference, which
       // implies the ranks agree bit for bit; there is no rank 0 copy to read.
-      shared_.wrong[rank_] = expect_.count_wrong(call.shape, rank_, call.recv);
+      shared_.wrong[rank_] = expect_.count_wrong(call.shape, rank_, out);
       return;
     }
-    shared_.outputs[rank_] = call.recv;
+    shared_.outputs[rank_] = out;
     comm_.barrier();  // all outputs are final
-    std::uint64_t wrong = expect_.count_wrong(call.shape, rank_, call.recv);
+    std::uint64_t wrong = expect_.count_wrong(call.shape, rank_, out);
     if (rank_ != 0 && call.shape.kind != CollectiveKind::kReduceScatter)
-      wrong += count_mismatches(call.recv, shared_.outputs[0], call.shape.output_count(),
+      wrong += count_mismatches(out, shared_.outputs[0], call.shape.output_count(),
                                 coll::dtype_size(config_.dtype));
     shared_.wrong[rank_] = wrong;
     comm_.barrier();  // nobody writes an output before all comparisons are done
@@ -280,8 +286,9 @@ void summarize(std::vector<double> times_us, const BenchConfig& config, SweepRow
 std::vector<SweepRow> run_sweep(const BenchConfig& config, Backend& backend) {
   Shared shared(config.ranks, config.iters);
   const bool shared_memory = backend.shares_memory();
-  backend.run(
-      [&](coll::Communicator& comm) { RankRunner(config, shared, comm, shared_memory).run(); });
+  backend.run([&](coll::Communicator& comm) {
+    RankRunner(config, shared, comm, shared_memory, backend.memory(comm.rank())).run();
+  });
   return std::move(shared.rows);
 }
 
