@@ -124,10 +124,11 @@ std::string cuda_unavailable_reason() {
 DeviceBuffer::DeviceBuffer(int device, std::size_t bytes) : bytes_(bytes), device_(device) {
   CCLAB_CUDA(cudaSetDevice(device));
   void* p = nullptr;
-  // At least one byte, so data() is a real device pointer even for empty buffers.
+  // At least 256 bytes, so data() is a real device pointer even for empty buffers.
   CCLAB_CUDA(cudaMalloc(&p, std::max<std::size_t>(bytes, 256)));
   data_ = static_cast<std::byte*>(p);
   CCLAB_CUDA(cudaMemset(data_, 0, std::max<std::size_t>(bytes, 256)));
+  CCLAB_CUDA(cudaStreamSynchronize(nullptr));
 }
 
 DeviceBuffer::~DeviceBuffer() {
@@ -149,8 +150,13 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   return *this;
 }
 
+// The legacy default stream does not order against the ranks' non-blocking
+// streams, and pageable copies and memsets may return before they land: each
+// helper waits for its own work, so a collective started after it sees it.
 void copy_to_device(void* device_dst, const void* host_src, std::size_t bytes) {
-  if (bytes > 0) CCLAB_CUDA(cudaMemcpy(device_dst, host_src, bytes, cudaMemcpyHostToDevice));
+  if (bytes == 0) return;
+  CCLAB_CUDA(cudaMemcpy(device_dst, host_src, bytes, cudaMemcpyHostToDevice));
+  CCLAB_CUDA(cudaStreamSynchronize(nullptr));
 }
 
 void copy_to_host(void* host_dst, const void* device_src, std::size_t bytes) {
@@ -158,7 +164,9 @@ void copy_to_host(void* host_dst, const void* device_src, std::size_t bytes) {
 }
 
 void fill_device(void* device_dst, int byte, std::size_t bytes) {
-  if (bytes > 0) CCLAB_CUDA(cudaMemset(device_dst, byte, bytes));
+  if (bytes == 0) return;
+  CCLAB_CUDA(cudaMemset(device_dst, byte, bytes));
+  CCLAB_CUDA(cudaStreamSynchronize(nullptr));
 }
 
 void GpuWorld::run(const std::function<void(Communicator&)>& fn) {
