@@ -254,8 +254,24 @@ void GpuGroup::finish(const std::vector<CollectiveCall>& calls) {
   }
 }
 
+namespace {
+// The current device is per host thread and the launching thread is whichever
+// rank arrived last: forget the cached device, and give the thread its own
+// back afterwards.
+class DeviceRestorer {
+ public:
+  DeviceRestorer() { CCLAB_CUDA(cudaGetDevice(&saved_)); }
+  ~DeviceRestorer() { cudaSetDevice(saved_); }
+
+ private:
+  int saved_ = 0;
+};
+}  // namespace
+
 std::shared_ptr<void> GpuGroup::launch(const std::vector<CollectiveCall>& calls,
                                        const std::vector<int>& variants) {
+  const DeviceRestorer restore;
+  current_device_ = -1;
   check_calls(calls);
   if (std::any_of(variants.begin(), variants.end(), [&](int v) { return v != variants[0]; }))
     throw InvalidArgument("ranks asked for different implementations of one collective");
