@@ -14,8 +14,11 @@
 //    (recv-reduce receives into per-rank staging, then reduces);
 //  - a dependency on a step that completes on another stream becomes an event
 //    wait; a fence waits for every step of the rank completed elsewhere.
-// Waits already implied by earlier ones (vector clocks over the streams) are
-// dropped, and an event is recorded only where some stream waits on it.
+// Waits are emitted lazily, just before the stream's next op, and dropped when
+// an earlier wait or another pending one implies them (vector clocks over the
+// streams); an event is recorded only where some stream waits on it. A rank's
+// stream ends with an implicit fence, so once it is done, every step of the
+// rank is, including sends that other streams read.
 //
 // Why this cannot deadlock on the device: every wait is on an event recorded
 // earlier in host order, so host order is a topological order of all waits.
