@@ -108,11 +108,14 @@ TEST_P(CudaWorldGrid, MatchesSerialReference) {
                                {DataType::kF16, ReduceOp::kMin},
                                {DataType::kI32, ReduceOp::kMax},
                                {DataType::kF64, ReduceOp::kProd}});
-  const std::uint64_t u = n;
-  for (std::uint64_t count : {std::uint64_t{0}, std::uint64_t{1}, u - 1 + (u == 1), u + 1,
-                              std::uint64_t{1009}, (std::uint64_t{1} << 20) + 3})
+  const std::uint64_t u = n, large = (std::uint64_t{1} << 20) + 3;
+  for (std::uint64_t count :
+       {std::uint64_t{0}, std::uint64_t{1}, u - 1 + (u == 1), u + 1, std::uint64_t{1009}, large})
     for (auto [t, op] : cases)
       for (bool in_place : {false, true}) {
+        // The large count once (f32 sum, out of place): the host reference
+        // dominates its cost, and the small counts cover every case.
+        if (count == large && (in_place || t != DataType::kF32)) continue;
         test::GpuCase c{kind, {algo, 2}, count, t, op, in_place};
         std::string first;
         EXPECT_EQ(test::run_and_check(*world, c, first,
