@@ -223,15 +223,26 @@ const CachedPlan& GpuGroup::plan_for(const CollectiveCall& call) {
   return *slot;
 }
 
-// Grows scratch and staging (outside the enqueue: cudaMalloc synchronises) and
-// resolves every rank's base addresses.
+// Grows scratch and staging and resolves every rank's base addresses. Growth
+// is the one host synchronisation (first calls of a size only): earlier
+// collectives, possibly reading a rank's old scratch from another GPU, finish
+// before it is freed.
 std::vector<RankAddresses> GpuGroup::prepare(const CachedPlan& p,
                                              const std::vector<CollectiveCall>& calls) {
   const std::size_t es = dtype_size(calls[0].dtype);
+  const std::size_t scratch = p.schedule->scratch_count() * es;
+  bool grow = false;
+  for (int r = 0; r < size(); ++r)
+    grow |= ranks_[r].scratch.bytes() < scratch ||
+            ranks_[r].staging.bytes() < p.plan.staging_count[r] * es;
+  if (grow)
+    for (auto& g : ranks_) {
+      set_device(g.device);
+      CCLAB_CUDA(cudaStreamSynchronize(g.stream));
+    }
   std::vector<RankAddresses> out(size());
   for (int r = 0; r < size(); ++r) {
     auto& g = ranks_[r];
-    const std::size_t scratch = p.schedule->scratch_count() * es;
     const std::size_t staging = p.plan.staging_count[r] * es;
     if (g.scratch.bytes() < scratch) g.scratch = DeviceBuffer(g.device, scratch);
     if (g.staging.bytes() < staging) g.staging = DeviceBuffer(g.device, staging);
