@@ -1,6 +1,8 @@
 // Tests of the sweep tool: flag resolution, the size sweep, the reference
 // values of the check, a full sweep on the threads backend, and the reports.
+#include <atomic>
 #include <cstring>
+#include <deque>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -257,6 +259,89 @@ TEST(Sweep, ThreadsResultsAreExact) {
       }
     }
   }
+}
+
+// Memory the sweep may only reach through upload, download and fill, as a
+// GPU's: its own allocations, and counters that show the staged path ran.
+struct StagedCounts {
+  std::atomic<int> uploads{0}, downloads{0}, fills{0};
+};
+
+class StagedMemory final : public RankMemory {
+ public:
+  explicit StagedMemory(StagedCounts& counts) : counts_(counts) {}
+  std::byte* allocate(std::size_t bytes) override {
+    return blocks_.emplace_back(std::max<std::size_t>(bytes, 64)).data();
+  }
+  bool host_visible() const override { return false; }
+  void upload(std::byte* dst, const std::byte* host, std::size_t bytes) override {
+    ++counts_.uploads;
+    RankMemory::upload(dst, host, bytes);
+  }
+  void download(std::byte* host, const std::byte* src, std::size_t bytes) override {
+    ++counts_.downloads;
+    RankMemory::download(host, src, bytes);
+  }
+  void fill(std::byte* dst, int byte, std::size_t bytes) override {
+    ++counts_.fills;
+    RankMemory::fill(dst, byte, bytes);
+  }
+
+ private:
+  StagedCounts& counts_;
+  std::deque<std::vector<std::byte>> blocks_;  // stable addresses
+};
+
+// A backend whose ranks run on `inner` with staged memory.
+class StagedBackend final : public Backend {
+ public:
+  StagedBackend(std::unique_ptr<Backend> inner, StagedCounts& counts)
+      : inner_(std::move(inner)), counts_(counts) {}
+  std::string_view name() const override { return inner_->name(); }
+  int ranks() const override { return inner_->ranks(); }
+  void run(const std::function<void(coll::Communicator&)>& fn) override { inner_->run(fn); }
+  std::unique_ptr<RankMemory> memory(int) override {
+    return std::make_unique<StagedMemory>(counts_);
+  }
+
+ private:
+  std::unique_ptr<Backend> inner_;
+  StagedCounts& counts_;
+};
+
+// The GPU backends' path through the sweep, on the CPU: inputs uploaded,
+// outputs poisoned with fill and read back with download, results exact.
+TEST(Sweep, StagedMemoryResultsAreExact) {
+  for (bool in_place : {false, true}) {
+    BenchFlags f;
+    f.ranks = 3, f.in_place = in_place, f.dtype = "bf16", f.op = "avg";
+    f.min_bytes = std::string("6"), f.max_bytes = "6K", f.step_factor = 8, f.iters = 2;
+    const auto c = resolve(f);
+    StagedCounts counts;
+    StagedBackend backend(make_backend("threads", c.ranks, c.timeout), counts);
+    const auto rows = run_sweep(c, backend);
+    ASSERT_EQ(rows.size(), sweep_sizes(c).size() * c.algos.size());
+    for (const auto& row : rows)
+      EXPECT_EQ(row.wrong, 0u) << (in_place ? "in place " : "") << coll::algorithm_name(row.algo)
+                               << " " << row.bytes << " B";
+    // One poison and one read-back per rank and row; inputs once (out of
+    // place) or per row (in place, where the call overwrites them).
+    const int per_rank_rows = static_cast<int>(rows.size());
+    EXPECT_EQ(counts.fills.load(), 3 * per_rank_rows);
+    EXPECT_EQ(counts.downloads.load(), 3 * per_rank_rows);
+    EXPECT_GE(counts.uploads.load(), in_place ? 3 * per_rank_rows : 3);
+  }
+}
+
+TEST(Sweep, StagedMemoryStillCatchesACallThatWritesNothing) {
+  BenchFlags f;
+  f.ranks = 1, f.algo = "ring", f.min_bytes = "64", f.max_bytes = "64", f.iters = 1;
+  const auto c = resolve(f);
+  StagedCounts counts;
+  StagedBackend backend(std::make_unique<InertBackend>(), counts);
+  const auto rows = run_sweep(c, backend);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].wrong, 16u);  // 64 B of f32, all still poisoned (through fill)
 }
 
 TEST(Report, TableColumnsAndJsonRecord) {
