@@ -1,7 +1,10 @@
 // The cuda executor: transfers are pulled by the receiver's stream, as a
 // device-to-device copy (cudaMemcpyAsync on one GPU, cudaMemcpyPeerAsync
 // across GPUs) or as one fused kernel that reads the peer's buffer, reduces
-// and writes (peer access across GPUs).
+// and writes (peer access across GPUs). Between GPUs without peer access a
+// recv-reduce is staged: a peer copy into the receiver's staging buffer, then
+// a local reduce (one staging buffer per rank suffices: its stream runs the
+// two in order, and nothing else on it touches staging).
 #include <algorithm>
 #include <set>
 #include <thread>
@@ -28,14 +31,20 @@ class CudaGroup final : public GpuGroup {
 
  private:
   void enable_peer_access();
+  bool staged(int reader_device, int owner_device) const {
+    return no_access_.count({reader_device, owner_device}) > 0;
+  }
+  std::uint64_t staging_elements(const CachedPlan& plan, int r) const override;
   void execute(const CachedPlan& plan, const std::vector<RankAddresses>& addresses,
                const CollectiveCall& call) override;
   void enqueue(const PlanOp& op, const CachedPlan& plan, const std::vector<RankAddresses>& addr,
                const CollectiveCall& call);
+
+  std::set<std::pair<int, int>> no_access_;  // (reader, owner) devices without peer access
 };
 
-// Fused pulls read a peer GPU's memory directly: every pair of GPUs in use
-// must have peer access.
+// Fused pulls read a peer GPU's memory directly where peer access exists;
+// other pairs are staged (see above).
 void CudaGroup::enable_peer_access() {
   std::set<int> devices;
   for (const auto& g : ranks_) devices.insert(g.device);
@@ -44,10 +53,10 @@ void CudaGroup::enable_peer_access() {
       if (d == p) continue;
       int can = 0;
       CCLAB_CUDA(cudaDeviceCanAccessPeer(&can, d, p));
-      if (!can)
-        throw BackendUnavailable(fmt::format(
-            "cuda: GPU {} cannot access GPU {}'s memory (no peer access); use --backend nccl", d,
-            p));
+      if (!can) {
+        no_access_.insert({d, p});
+        continue;
+      }
       set_device(d);
       const cudaError_t status = cudaDeviceEnablePeerAccess(p, 0);
       if (status == cudaErrorPeerAccessAlreadyEnabled)
@@ -55,6 +64,12 @@ void CudaGroup::enable_peer_access() {
       else
         CCLAB_CUDA(status);
     }
+}
+
+std::uint64_t CudaGroup::staging_elements(const CachedPlan& plan, int r) const {
+  bool any = false;
+  for (const auto& g : ranks_) any |= staged(ranks_[r].device, g.device);
+  return std::max(plan.plan.staging_count[r], any ? plan.peer_reduce_max[r] : 0);
 }
 
 void CudaGroup::execute(const CachedPlan& plan, const std::vector<RankAddresses>& addresses,
@@ -96,10 +111,17 @@ void CudaGroup::enqueue(const PlanOp& op, const CachedPlan& plan,
         CCLAB_CUDA(cudaMemcpyPeerAsync(dst, g.device, src, src_device, op.count * es, g.stream));
       return;
     }
-    case PlanOpKind::kReduce:
-      return launch_reduce(g.stream, address(addr, op.dst, es), address(addr, op.a, es),
-                           address(addr, op.b, es), op.count, call.dtype, step_op(call.op),
-                           g.sm_count);
+    case PlanOpKind::kReduce: {
+      const std::byte* b = address(addr, op.b, es);
+      const int owner = ranks_[op.b.rank].device;
+      if (op.count > 0 && staged(g.device, owner)) {
+        std::byte* staging = addr[op.stream][static_cast<int>(PlanBuffer::kStaging)];
+        CCLAB_CUDA(cudaMemcpyPeerAsync(staging, g.device, b, owner, op.count * es, g.stream));
+        b = staging;
+      }
+      return launch_reduce(g.stream, address(addr, op.dst, es), address(addr, op.a, es), b,
+                           op.count, call.dtype, step_op(call.op), g.sm_count);
+    }
     case PlanOpKind::kRecord:
       return record(op);
     case PlanOpKind::kWait:

@@ -214,8 +214,12 @@ const CachedPlan& GpuGroup::plan_for(const CollectiveCall& call) {
     for (int peer : {op.a.rank, op.b.rank})
       if (peer >= 0 && peer != op.stream) slot->peers_read[op.stream].push_back(peer);
   slot->event_stream.assign(slot->plan.events, 0);
-  for (const auto& op : slot->plan.ops)
+  slot->peer_reduce_max.assign(size(), 0);
+  for (const auto& op : slot->plan.ops) {
     if (op.kind == PlanOpKind::kRecord) slot->event_stream[op.event] = op.stream;
+    if (op.kind == PlanOpKind::kReduce && op.b.rank != op.stream)
+      slot->peer_reduce_max[op.stream] = std::max(slot->peer_reduce_max[op.stream], op.count);
+  }
   for (auto& v : slot->peers_read) {
     std::sort(v.begin(), v.end());
     v.erase(std::unique(v.begin(), v.end()), v.end());
@@ -234,7 +238,7 @@ std::vector<RankAddresses> GpuGroup::prepare(const CachedPlan& p,
   bool grow = false;
   for (int r = 0; r < size(); ++r)
     grow |= ranks_[r].scratch.bytes() < scratch ||
-            ranks_[r].staging.bytes() < p.plan.staging_count[r] * es;
+            ranks_[r].staging.bytes() < staging_elements(p, r) * es;
   if (grow)
     for (auto& g : ranks_) {
       set_device(g.device);
@@ -243,7 +247,7 @@ std::vector<RankAddresses> GpuGroup::prepare(const CachedPlan& p,
   std::vector<RankAddresses> out(size());
   for (int r = 0; r < size(); ++r) {
     auto& g = ranks_[r];
-    const std::size_t staging = p.plan.staging_count[r] * es;
+    const std::size_t staging = staging_elements(p, r) * es;
     if (g.scratch.bytes() < scratch) g.scratch = DeviceBuffer(g.device, scratch);
     if (g.staging.bytes() < staging) g.staging = DeviceBuffer(g.device, staging);
     current_device_ = -1;  // DeviceBuffer may have switched it

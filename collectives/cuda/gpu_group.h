@@ -37,8 +37,9 @@ using RankAddresses = std::array<std::byte*, 4>;
 struct CachedPlan {
   std::unique_ptr<Schedule> schedule;
   StreamPlan plan;
-  std::vector<std::vector<int>> peers_read;  // [stream] other ranks whose memory it reads
-  std::vector<int> event_stream;             // [event] the stream that records it
+  std::vector<std::vector<int>> peers_read;    // [stream] other ranks whose memory it reads
+  std::vector<int> event_stream;               // [event] the stream that records it
+  std::vector<std::uint64_t> peer_reduce_max;  // [stream] largest reduce reading a peer
 };
 
 class GpuGroup {
@@ -65,6 +66,10 @@ class GpuGroup {
   // Enqueues the plan's ops (the device is switched per op with set_device).
   virtual void execute(const CachedPlan& plan, const std::vector<RankAddresses>& addresses,
                        const CollectiveCall& call) = 0;
+  // Staging elements rank r needs for `plan` (default: what the plan asks).
+  virtual std::uint64_t staging_elements(const CachedPlan& plan, int r) const {
+    return plan.plan.staging_count[r];
+  }
   // A variant other than 0 (a backend's baseline); the default rejects it.
   virtual void launch_variant(int variant, const std::vector<CollectiveCall>& calls);
   void set_device(int device);
