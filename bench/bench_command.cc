@@ -120,8 +120,10 @@ int run_bench(BenchConfig config, std::ostream& out, std::ostream& err, const Be
   auto backend = make_backend(config.backend, options);
   // Without --group-size, `hier` groups the ranks that share a host.
   if (config.group_size == 0) config.group_size = backend->host_group_size();
-  if (const auto note = backend->note(); !note.empty()) err << "cclab: bench: " << note << '\n';
-  config.ranks = backend->ranks();  // e.g. NCCL: one rank per GPU, fewer than asked
+  config.placement = backend->note();
+  if (backend->ranks() != config.ranks)  // e.g. NCCL: one rank per GPU, fewer than asked
+    err << "cclab: bench: " << config.placement << '\n';
+  config.ranks = backend->ranks();
   return run_on(config, *backend, out, err);
 }
 

@@ -66,6 +66,7 @@ struct BenchConfig {
   std::string json_path;
   bool compare = false;
   bool pin = false;
+  std::string placement;  // the backend's note on where ranks run (GPU backends), else ""
 
   // The algorithm choice for one row of the sweep.
   coll::AlgoConfig algo_config(coll::Algorithm algo) const;

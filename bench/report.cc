@@ -54,6 +54,7 @@ void print_header(std::ostream& out, const BenchConfig& c) {
                        c.group_size > 0 ? c.group_size : coll::default_group_size(c.ranks),
                        coll::algorithm_name(c.inner));
   out << '\n';
+  if (!c.placement.empty()) out << "# " << c.placement << '\n';
   if (c.coll == CollectiveKind::kReduceScatter || c.coll == CollectiveKind::kAllGather)
     out << "# size(B) and count describe the larger buffer (reducescatter input, allgather "
            "output); count is its total element count\n";
@@ -103,7 +104,8 @@ nlohmann::json config_json(const BenchConfig& c) {
           {"inner", coll::algorithm_name(c.inner)},
           {"timeout_ms", c.timeout.count()},
           {"json", c.json_path},
-          {"pin", c.pin}};
+          {"pin", c.pin},
+          {"placement", c.placement}};
 }
 
 nlohmann::json row_json(const BenchConfig& c, const SweepRow& r) {

@@ -165,9 +165,17 @@ void GpuGroup::wait(const PlanOp& op, const CachedPlan& plan) {
 std::string GpuGroup::placement() const {
   std::set<int> used;
   for (const auto& g : ranks_) used.insert(g.device);
-  const int per = (size() + static_cast<int>(used.size()) - 1) / static_cast<int>(used.size());
-  return fmt::format("{} rank(s) on {} GPU(s){}", size(), used.size(),
-                     per > 1 ? fmt::format(" (virtual ranks: up to {} per GPU, separate buffers "
+  std::set<std::string> names;
+  for (int d : used) {
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, d) == cudaSuccess) names.insert(prop.name);
+  }
+  std::string models;
+  for (const auto& n : names) models += fmt::format("{}{}", models.empty() ? "" : ", ", n);
+  const int gpus = static_cast<int>(used.size());
+  const int per = (size() + gpus - 1) / gpus;
+  return fmt::format("{} rank(s) on {} GPU(s) ({}){}", size(), gpus, models,
+                     per > 1 ? fmt::format(", virtual ranks: up to {} per GPU (separate buffers "
                                            "and streams)",
                                            per)
                              : "");
