@@ -50,7 +50,9 @@ TEST_P(StepRunnerWindow, CompletesInAnyOrderAndHonoursTheFence) {
     EXPECT_EQ(runner.oldest_unfinished(), *std::min_element(order.begin() + k, order.end()));
     runner.complete(order[k]);
     runner.issue_ready(issue);
-    if (k + 1 < order.size()) EXPECT_EQ(issued.size(), static_cast<std::size_t>(n));
+    if (k + 1 < order.size()) {
+      EXPECT_EQ(issued.size(), static_cast<std::size_t>(n));
+    }
   }
   // Fence (id n) completed at once; the last send (id n + 1) is now in flight.
   ASSERT_EQ(issued.size(), static_cast<std::size_t>(n + 1));
