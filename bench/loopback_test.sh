@@ -115,13 +115,18 @@ case $mode in
     [[ -f $dir/pid ]] && kill "$(cat "$dir/pid")" 2>/dev/null || true
     rm -rf "$dir"
     ;;
-  fault)
+  fault | stall)
     cclab=$1 n=$2
     victim=$((n - 1))
     out=$(mktemp)
-    # Many rows and iterations: the run is still going when the victim dies.
-    timeout 120 "$cclab" launch -n "$n" --grace-ms 15000 -- "$cclab" bench --backend gloo \
-      -b 64K -e 64K -n 100000 -w 0 --check 0 --algo ring --timeout-ms 20000 >"$out" 2>&1 &
+    # fault: kill -9, a peer that is gone (20 s collective timeout, so the
+    # error must come from the broken connection); stall: SIGSTOP, a peer that
+    # never answers (3 s timeout). Many iterations: the run is still going
+    # when the signal comes.
+    signal=KILL timeout_ms=20000 grace_ms=15000
+    [[ $mode == stall ]] && signal=STOP timeout_ms=3000 grace_ms=2000
+    timeout 120 "$cclab" launch -n "$n" --grace-ms "$grace_ms" -- "$cclab" bench --backend gloo \
+      -b 64K -e 64K -n 100000 -w 0 --check 0 --algo ring --timeout-ms "$timeout_ms" >"$out" 2>&1 &
     launcher=$!
     pid=$(find_rank "$launcher" "$victim")
     if [[ -z $pid ]]; then
@@ -132,45 +137,29 @@ case $mode in
       exit 1
     fi
     sleep 2  # rendezvous done, collectives under way
-    kill -9 "$pid"
-    status=0
-    wait "$launcher" || status=$?
-    cat "$out"
-    fail=0
-    ((status != 0 && status != 124)) || { echo "FAIL: launch exited $status"; fail=1; }
-    grep -q "rank $victim (pid $pid) was killed by signal 9" "$out" ||
-      { echo "FAIL: launch did not name rank $victim"; fail=1; }
-    grep -Eq "^\[[0-9]+\] cclab: .*lost rank $victim" "$out" ||
-      { echo "FAIL: no survivor named rank $victim"; fail=1; }
-    for child in $(pgrep -P "$launcher" -d ' ' || true); do
-      echo "FAIL: process $child of the run still running"
-      fail=1
-    done
-    rm -f "$out"
-    exit $fail
-    ;;
-  stall)
-    cclab=$1 n=$2
-    victim=$((n - 1))
-    out=$(mktemp)
-    timeout 120 "$cclab" launch -n "$n" --grace-ms 2000 -- "$cclab" bench --backend gloo \
-      -b 64K -e 64K -n 100000 -w 0 --check 0 --algo ring --timeout-ms 3000 >"$out" 2>&1 &
-    launcher=$!
-    pid=$(find_rank "$launcher" "$victim")
-    [[ -n $pid ]] || { echo "FAIL: rank $victim never started"; cat "$out"; exit 1; }
-    sleep 2
-    kill -STOP "$pid"
+    kill -"$signal" "$pid"
     start=$SECONDS
     status=0
     wait "$launcher" || status=$?
     cat "$out"
     fail=0
     ((status != 0 && status != 124)) || { echo "FAIL: launch exited $status"; fail=1; }
-    grep -Eq "^\[[0-9]+\] cclab: rank [0-9]+: timed out after 3000 ms in .*rank $victim" "$out" ||
-      { echo "FAIL: no survivor timed out naming rank $victim"; fail=1; }
-    # 3 s timeout, 2 s grace, then launch's SIGTERM and SIGKILL of the stopped rank.
-    ((SECONDS - start < 60)) || { echo "FAIL: took $((SECONDS - start)) s"; fail=1; }
-    kill -0 "$pid" 2>/dev/null && { echo "FAIL: stopped rank $pid left running"; fail=1; }
+    if [[ $mode == fault ]]; then
+      grep -q "rank $victim (pid $pid) was killed by signal 9" "$out" ||
+        { echo "FAIL: launch did not name rank $victim"; fail=1; }
+      grep -Eq "^\[[0-9]+\] cclab: .*lost rank $victim" "$out" ||
+        { echo "FAIL: no survivor named rank $victim"; fail=1; }
+    else
+      grep -Eq "^\[[0-9]+\] cclab: rank [0-9]+: timed out after 3000 ms in .*rank $victim" "$out" ||
+        { echo "FAIL: no survivor timed out naming rank $victim"; fail=1; }
+      # 3 s timeout, 2 s grace, then launch's SIGTERM and SIGKILL of the stopped rank.
+      ((SECONDS - start < 60)) || { echo "FAIL: took $((SECONDS - start)) s"; fail=1; }
+    fi
+    kill -0 "$pid" 2>/dev/null && { echo "FAIL: rank $victim (pid $pid) left running"; fail=1; }
+    for child in $(pgrep -P "$launcher" -d ' ' || true); do
+      echo "FAIL: process $child of the run still running"
+      fail=1
+    done
     rm -f "$out"
     exit $fail
     ;;
