@@ -84,6 +84,7 @@ class GlooBackend final : public Backend {
   }
   std::string_view name() const override { return "gloo"; }
   int ranks() const override { return comm_->size(); }
+  int rank() const override { return comm_->rank(); }
   void run(const std::function<void(coll::Communicator&)>& fn) override { fn(*comm_); }
   bool shares_memory() const override { return false; }
   bool reports() const override { return comm_->rank() == 0; }

@@ -38,6 +38,8 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string_view name() const = 0;
   virtual int ranks() const = 0;
+  // This process's rank (process backends); 0 when every rank runs here.
+  virtual int rank() const { return 0; }
   // Runs fn(comm) once on every rank and returns when all have finished; the
   // first exception thrown by a rank is rethrown here.
   virtual void run(const std::function<void(coll::Communicator&)>& fn) = 0;

@@ -1,14 +1,18 @@
 #include "bench_command.h"
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "backend.h"
+#include "cclab/collectives/cluster_env.h"
 #include "cclab/collectives/error.h"
+#include "mpi_peer.h"
 #include "report.h"
 #include "sweep.h"
 
@@ -37,8 +41,8 @@ void add_collective_options(CLI::App& cmd, BenchFlags& f) {
   cmd.add_option("--algo", f.algo,
                  "Comma-separated algorithms: ours, all (= ours), and with --backend gloo "
                  "Gloo's own (gloo-ring, gloo-ring-chunked, gloo-hd, gloo-bcube, gloo-fn-ring, "
-                 "gloo-fn-bcube), with --backend nccl NCCL's all-reduce (nccl, nccl-ring, "
-                 "nccl-tree: NCCL_ALGO pinned)")
+                 "gloo-fn-bcube) and, under mpirun, Open MPI's MPI_Allreduce (mpi), with "
+                 "--backend nccl NCCL's all-reduce (nccl, nccl-ring, nccl-tree: NCCL_ALGO pinned)")
       ->capture_default_str();
   cmd.add_option("-d,--dtype", f.dtype, "Element type (" + coll::dtype_names() + ")")
       ->capture_default_str();
@@ -124,6 +128,12 @@ int run_bench(BenchConfig config, std::ostream& out, std::ostream& err, const Be
   if (backend->ranks() != config.ranks)  // e.g. NCCL: one rank per GPU, fewer than asked
     err << "cclab: bench: " << config.placement << '\n';
   config.ranks = backend->ranks();
+  // MPI starts only for the mpi peer, and is finalized when this returns.
+  std::optional<MpiSession> mpi;
+  if (std::find(config.peers.begin(), config.peers.end(), kMpiPeer) != config.peers.end()) {
+    mpi.emplace(coll::process_env(), backend->rank(), backend->ranks());
+    config.mpi_unavailable = mpi->unavailable();
+  }
   return run_on(config, *backend, out, err);
 }
 

@@ -16,12 +16,36 @@
 #   env CCLAB CONVENTION N         N ranks started by hand (no launch) with
 #                                  TF_CONFIG or OMPI_COMM_WORLD_* as their identity
 #   dtypes CCLAB N                 every algorithm for every dtype (and op avg, max)
+#   mpi CCLAB N                    ours and Open MPI's MPI_Allreduce (--algo all,mpi) under
+#                                  mpirun, MPI on shared memory and loopback only
+#   mpi-mismatch CCLAB             3 ranks under mpirun whose RANK swaps 0 and 1: every
+#                                  rank must fail naming both numberings, no hang
+#   mpi-absent CCLAB REASON        --algo all,mpi under cclab launch (no mpirun): the mpi
+#                                  rows are skipped with REASON
 #   redis-start DIR | redis-stop DIR   the Redis fixture (a free port on 127.0.0.1)
 # Exit 77 means skipped (CTest SKIP_RETURN_CODE).
 set -euo pipefail
 
 mode=$1
 shift
+
+# mpirun_local N ARGS...: mpirun with N ranks on this machine, MPI confined to
+# shared memory (btl self,vader) and its daemons to loopback; the gloo side
+# meets through a file store in $dir and binds to 127.0.0.1.
+mpirun_local() {
+  local n=$1
+  shift
+  timeout 120 mpirun --allow-run-as-root --oversubscribe -n "$n" \
+    --mca btl self,vader --mca oob_tcp_if_include lo \
+    -x CCLAB_RENDEZVOUS="file:$dir/store" -x CCLAB_BIND=127.0.0.1 "$@"
+}
+
+need_mpirun() {
+  if ! command -v mpirun >/dev/null; then
+    echo "SKIP: mpirun not installed (Debian: openmpi-bin; scripts/setup installs it)"
+    exit 77
+  fi
+}
 
 # find_rank LAUNCHER_PID R: the pid of rank R of the `timeout cclab launch` job
 # LAUNCHER_PID (a grandchild with RANK=R in its environment); empty if it
@@ -236,6 +260,86 @@ case $mode in
       timeout 120 "$cclab" launch -n "$n" -- "$cclab" "${bench_args[@]}" -e 8K --algo all \
         --dtype "$dtype" --op "$op" || { echo "FAIL: $dtype $op"; exit 1; }
     done
+    ;;
+  mpi)
+    cclab=$1 n=$2
+    need_mpirun
+    dir=$(mktemp -d)
+    status=0
+    # The identity must come from mpirun (OMPI_COMM_WORLD_*), not from these.
+    unset RANK WORLD_SIZE TF_CONFIG
+    mpirun_local "$n" "$cclab" "${bench_args[@]}" -e 64K --compare --algo all,mpi \
+      >"$dir/out" 2>&1 || status=$?
+    cat "$dir/out"
+    fail=0
+    ((status == 0)) || { echo "FAIL: exit status $status"; fail=1; }
+    grep -q "^# cclab bench: backend gloo, ranks $n," "$dir/out" ||
+      { echo "FAIL: rank 0 did not report $n ranks"; fail=1; }
+    grep -q "^# #wrong total: 0 (OK)" "$dir/out" || { echo "FAIL: no #wrong total 0"; fail=1; }
+    # 1K, 8K, 64K: a checked mpi row each (#wrong 0) and a compare line each.
+    (($(grep -Ec "^ +[0-9]+ +[0-9]+ +f32 +sum +mpi +[0-9.]+ +[0-9.]+ +[0-9.]+ +0$" "$dir/out") == 3)) ||
+      { echo "FAIL: expected 3 checked mpi rows"; fail=1; }
+    (($(grep -c "^# compare .* ratio [0-9.]*x" "$dir/out") == 3)) ||
+      { echo "FAIL: expected 3 compare lines"; fail=1; }
+    rm -rf "$dir"
+    exit $fail
+    ;;
+  mpi-mismatch)
+    cclab=$1
+    need_mpirun
+    dir=$(mktemp -d)
+    # RANK wins over Open MPI's variables for the gloo identity: ranks 0 and 1
+    # trade places, rank 2 keeps its own (and must still fail with the others).
+    cat >"$dir/rank.sh" <<EOS
+#!/usr/bin/env bash
+r=\$OMPI_COMM_WORLD_RANK
+((r < 2)) && r=\$((1 - r))
+status=0
+RANK=\$r WORLD_SIZE=3 $cclab ${bench_args[*]} -e 1K --algo all,mpi \
+  >"$dir/out\$OMPI_COMM_WORLD_RANK" 2>&1 || status=\$?
+echo \$status >"$dir/status\$OMPI_COMM_WORLD_RANK"
+EOS
+    chmod +x "$dir/rank.sh"
+    start=$SECONDS
+    status=0
+    # By default mpirun stops the job when the first rank exits non-zero, which
+    # can be before the others have printed; here every rank must be heard (and
+    # each rank's own status is checked: mpirun then exits 0).
+    mpirun_local 3 --mca orte_abort_on_non_zero_status 0 "$dir/rank.sh" >"$dir/mpirun.out" 2>&1 ||
+      status=$?
+    fail=0
+    ((status != 124)) || { echo "FAIL: mpirun timed out"; fail=1; }
+    ((SECONDS - start < 60)) || { echo "FAIL: took $((SECONDS - start)) s"; fail=1; }
+    for r in 0 1 2; do
+      cat "$dir/out$r"
+      [[ $(cat "$dir/status$r" 2>/dev/null) == 1 ]] ||
+        { echo "FAIL: MPI rank $r exited '$(cat "$dir/status$r" 2>/dev/null)' (want 1)"; fail=1; }
+      g=$r
+      ((r < 2)) && g=$((1 - r))
+      grep -q "cclab: --algo mpi: MPI_COMM_WORLD must have the gloo communicator's ranks; this process is MPI rank $r of 3 and gloo rank $g of 3" \
+        "$dir/out$r" || { echo "FAIL: MPI rank $r did not name both numberings"; fail=1; }
+    done
+    grep -q "gloo rank 2 of 3, but another process differs" "$dir/out2" ||
+      { echo "FAIL: rank 2 did not say that another process differs"; fail=1; }
+    rm -rf "$dir"
+    exit $fail
+    ;;
+  mpi-absent)
+    cclab=$1 reason=$2
+    out=$(mktemp)
+    status=0
+    env -u OMPI_COMM_WORLD_SIZE -u OMPI_COMM_WORLD_RANK timeout 120 "$cclab" launch -n 2 -- \
+      "$cclab" "${bench_args[@]}" -e 64K --compare --algo all,mpi >"$out" 2>&1 || status=$?
+    cat "$out"
+    fail=0
+    ((status == 0)) || { echo "FAIL: exit status $status"; fail=1; }
+    grep -q "^\[0\] # #wrong total: 0 (OK)" "$out" || { echo "FAIL: no #wrong total 0"; fail=1; }
+    (($(grep -cF "    mpi  skipped: $reason" "$out") == 3)) ||
+      { echo "FAIL: expected 3 mpi rows skipped with '$reason'"; fail=1; }
+    (($(grep -c "^\[0\] # compare .*: no peer row" "$out") == 3)) ||
+      { echo "FAIL: expected 3 compare lines without a peer row"; fail=1; }
+    rm -f "$out"
+    exit $fail
     ;;
   *)
     echo "loopback_test.sh: unknown mode '$mode'" >&2

@@ -193,7 +193,8 @@ BenchConfig resolve(const BenchFlags& f) {
   c.json_path = f.json_path;
   c.compare = f.compare;
   if (c.compare && (c.algos.empty() || c.peers.empty()))
-    invalid("--compare", "needs ours and at least one peer in --algo (e.g. --algo all,gloo-ring)");
+    invalid("--compare",
+            "needs ours and at least one peer in --algo (e.g. --algo all,gloo-ring or all,mpi)");
   c.pin = f.pin;
   preflight(c);
   return c;

@@ -20,7 +20,7 @@ struct BenchFlags {
   std::string backend = "threads";
   int ranks = 2;
   std::string coll = "allreduce";
-  std::string algo = "all";  // comma list of ours, "all" (ours) and peers (gloo-*)
+  std::string algo = "all";  // comma list of ours, "all" (ours) and peers (gloo-*, mpi)
   std::string min_bytes = "1K";
   std::string max_bytes = "64M";
   int step_factor = 4;
@@ -67,6 +67,9 @@ struct BenchConfig {
   bool compare = false;
   bool pin = false;
   std::string placement;  // the backend's note on where ranks run (GPU backends), else ""
+  // Why the mpi peer cannot run in this process (empty: it can); run_bench
+  // fills it from its MpiSession (see mpi_peer.h) before the sweep.
+  std::string mpi_unavailable;
 
   // The algorithm choice for one row of the sweep.
   coll::AlgoConfig algo_config(coll::Algorithm algo) const;

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "cclab/collectives/error.h"
+#include "mpi_peer.h"
 #ifdef CCLAB_HAVE_GLOO
 #include "cclab/collectives/gloo_peers.h"
 #endif
@@ -38,10 +39,23 @@ void check_nccl_peer(std::string_view peer, const BenchConfig& c) {
                                       peer, coll::collective_name(c.coll)));
 }
 
+// MPI_COMM_WORLD holds one process per rank: the ranks of a process backend.
+// A type or op MPI lacks is a skipped row (see mpi_skip_reason).
+void check_mpi_peer(const BenchConfig& c) {
+  if (c.backend != "gloo")
+    throw InvalidArgument(fmt::format(
+        "--algo: 'mpi' is Open MPI's MPI_Allreduce across processes; it needs --backend gloo "
+        "under mpirun (got --backend {})",
+        c.backend));
+  if (c.coll != coll::CollectiveKind::kAllReduce)
+    throw InvalidArgument(fmt::format("--algo: 'mpi' is an all-reduce; it does not apply to {}",
+                                      coll::collective_name(c.coll)));
+}
+
 }  // namespace
 
 bool is_peer_name(std::string_view name) {
-  return is_nccl_peer(name) ||
+  return is_nccl_peer(name) || name == kMpiPeer ||
          std::find(kGlooPeers.begin(), kGlooPeers.end(), name) != kGlooPeers.end();
 }
 
@@ -49,11 +63,13 @@ std::string peer_names_for_help() {
   std::string gloo, nccl;
   for (auto p : kGlooPeers) gloo += fmt::format("{}{}", gloo.empty() ? "" : ", ", p);
   for (auto p : kNcclPeers) nccl += fmt::format("{}{}", nccl.empty() ? "" : ", ", p);
-  return fmt::format("with --backend gloo also {}; with --backend nccl also {}", gloo, nccl);
+  return fmt::format("with --backend gloo also {}, {}; with --backend nccl also {}", gloo, kMpiPeer,
+                     nccl);
 }
 
 void check_peer(std::string_view peer, const BenchConfig& c) {
   if (is_nccl_peer(peer)) return check_nccl_peer(peer, c);
+  if (peer == kMpiPeer) return check_mpi_peer(c);
   if (c.backend != "gloo")
     throw InvalidArgument(fmt::format(
         "--algo: '{}' is one of Gloo's own algorithms; it needs --backend gloo (got {})", peer,
@@ -72,7 +88,12 @@ void check_peer(std::string_view peer, const BenchConfig& c) {
         peer));
 }
 
-std::string peer_skip_reason(std::string_view peer, int ranks, std::uint64_t bytes) {
+std::string peer_skip_reason(std::string_view peer, const BenchConfig& c, std::uint64_t bytes) {
+  if (peer == kMpiPeer) {
+    if (!c.mpi_unavailable.empty()) return c.mpi_unavailable;
+    return mpi_skip_reason(c.dtype, c.op, bytes / coll::dtype_size(c.dtype));
+  }
+  const int ranks = c.ranks;
   // Gloo's bcube pairs ranks at every level: an odd count leaves one alone.
   if (peer == "gloo-bcube" && ranks % 2 != 0)
     return fmt::format("gloo::AllreduceBcube needs an even rank count (got {})", ranks);
@@ -85,6 +106,7 @@ std::string peer_skip_reason(std::string_view peer, int ranks, std::uint64_t byt
 
 std::function<void()> make_peer(coll::Communicator& comm, std::string_view peer, void* data,
                                 std::uint64_t count, const BenchConfig& c) {
+  if (peer == kMpiPeer) return make_mpi_peer(data, count, c.dtype, c.op);
   if (is_nccl_peer(peer)) {
 #ifdef CCLAB_HAVE_NCCL
     const auto algo = peer == "nccl-ring"   ? coll::NcclAlgo::kRing

@@ -1,8 +1,9 @@
 // Peers in `cclab bench`: other libraries' implementations of a collective,
-// run on the same backend and transport as ours, in the same sweep: Gloo's
-// own all-reduce algorithms (kGlooPeers, see cclab/collectives/gloo_peers.h)
-// with --backend gloo, and NCCL's ncclAllReduce with NCCL_ALGO pinned
-// (kNcclPeers, see cclab/collectives/nccl.h) with --backend nccl.
+// run beside ours in the same sweep: Gloo's own all-reduce algorithms on the
+// same transport (kGlooPeers, see cclab/collectives/gloo_peers.h) and, under
+// mpirun, Open MPI's MPI_Allreduce (kMpiPeer, see mpi_peer.h) with --backend
+// gloo; NCCL's ncclAllReduce with NCCL_ALGO pinned (kNcclPeers, see
+// cclab/collectives/nccl.h) with --backend nccl.
 #pragma once
 
 #include <array>
@@ -22,7 +23,7 @@ inline constexpr std::array<std::string_view, 6> kGlooPeers = {
 inline constexpr std::array<std::string_view, 3> kNcclPeers = {"nccl", "nccl-ring", "nccl-tree"};
 
 bool is_peer_name(std::string_view name);
-// "gloo-ring, ...; with --backend nccl also nccl, ..." for messages.
+// "gloo-ring, ..., mpi; with --backend nccl also nccl, ..." for messages.
 std::string peer_names_for_help();
 
 // Checks that the configuration can run `peer` at all; throws InvalidArgument
@@ -30,11 +31,14 @@ std::string peer_names_for_help();
 void check_peer(std::string_view peer, const BenchConfig& config);
 
 // Why one row of `peer` is skipped rather than run (empty: it runs). A
-// rank count the peer cannot use is a skipped row, not an error.
-std::string peer_skip_reason(std::string_view peer, int ranks, std::uint64_t bytes);
+// rank count the peer cannot use is a skipped row, not an error; so is, for
+// the mpi peer, a run outside mpirun (config.mpi_unavailable) or a type or op
+// MPI lacks.
+std::string peer_skip_reason(std::string_view peer, const BenchConfig& config, std::uint64_t bytes);
 
 // One prepared, in-place peer all-reduce of `count` elements at `data`;
 // calling it is collective. Made once per row on every rank in the same order.
+// Gloo's peers run on `comm` (a gloo communicator); the mpi peer ignores it.
 std::function<void()> make_peer(coll::Communicator& comm, std::string_view peer, void* data,
                                 std::uint64_t count, const BenchConfig& config);
 

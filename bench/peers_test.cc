@@ -1,7 +1,8 @@
-// Tests of peers in `cclab bench`: --algo lists that mix ours and Gloo's,
+// Tests of peers in `cclab bench`: --algo lists that mix ours, Gloo's and MPI's,
 // the errors that name the flag, skipped rows, and the --compare summary.
 #include "peers.h"
 
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 
 #include "backend.h"
 #include "cclab/collectives/error.h"
+#include "mpi_peer.h"
 #include "options.h"
 #include "report.h"
 #include "sweep.h"
@@ -72,15 +74,75 @@ TEST(Peers, CompareNeedsBothSides) {
 }
 
 TEST(Peers, SkipReasons) {
+  BenchConfig c;
+  c.ranks = 3;
   // Bcube pairs ranks at every level: only even counts.
-  EXPECT_NE(peer_skip_reason("gloo-bcube", 3, 4096).find("even rank count (got 3)"),
+  EXPECT_NE(peer_skip_reason("gloo-bcube", c, 4096).find("even rank count (got 3)"),
             std::string::npos);
-  EXPECT_EQ(peer_skip_reason("gloo-bcube", 4, 4096), "");
-  EXPECT_EQ(peer_skip_reason("gloo-ring", 3, 4096), "");
+  EXPECT_EQ(peer_skip_reason("gloo-ring", c, 4096), "");
+  c.ranks = 4;
+  EXPECT_EQ(peer_skip_reason("gloo-bcube", c, 4096), "");
   // gloo::allreduce's ring is capped at >= 4 ranks only.
-  EXPECT_NE(peer_skip_reason("gloo-fn-ring", 4, 16 << 20), "");
-  EXPECT_EQ(peer_skip_reason("gloo-fn-ring", 4, 4096), "");
-  EXPECT_EQ(peer_skip_reason("gloo-fn-ring", 2, 16 << 20), "");
+  EXPECT_NE(peer_skip_reason("gloo-fn-ring", c, 16 << 20), "");
+  EXPECT_EQ(peer_skip_reason("gloo-fn-ring", c, 4096), "");
+  c.ranks = 2;
+  EXPECT_EQ(peer_skip_reason("gloo-fn-ring", c, 16 << 20), "");
+}
+
+TEST(Peers, MpiNeedsTheGlooBackendAndAnAllreduce) {
+  BenchFlags f;
+  f.algo = "all,mpi";
+  EXPECT_EQ(error_of(f),
+            "--algo: 'mpi' is Open MPI's MPI_Allreduce across processes; it needs --backend gloo "
+            "under mpirun (got --backend threads)");
+  f.algo = "mpi-ring";
+  EXPECT_NE(error_of(f).find("gloo-fn-bcube, mpi; with --backend nccl"), std::string::npos)
+      << error_of(f);
+  if (!has_gloo()) GTEST_SKIP() << "built without Gloo";
+  f.backend = "gloo", f.algo = "mpi,all,mpi";
+  // f16 and avg are skipped rows, not errors: MPI lacks them, ours do not.
+  f.dtype = "f16", f.op = "avg";
+  const auto c = resolve(f);
+  EXPECT_EQ(c.peers, std::vector<std::string>{"mpi"});
+  EXPECT_FALSE(c.algos.empty());
+  f.coll = "broadcast";
+  EXPECT_EQ(error_of(f), "--algo: 'mpi' is an all-reduce; it does not apply to broadcast");
+}
+
+TEST(Peers, MpiSkipReasons) {
+  BenchConfig c;
+  // Outside mpirun (or without MPI in the build) every row says why.
+  c.mpi_unavailable = "needs mpirun (OMPI_COMM_WORLD_SIZE is not set)";
+  EXPECT_EQ(peer_skip_reason("mpi", c, 4096), c.mpi_unavailable);
+  c.mpi_unavailable.clear();
+  EXPECT_EQ(peer_skip_reason("mpi", c, 4096), "");
+  for (auto t : {"f32", "f64", "i32", "i64", "u8"}) {
+    c.dtype = coll::parse_dtype(t);
+    for (auto op : {"sum", "prod", "min", "max"}) {
+      c.op = coll::parse_op(op);
+      EXPECT_EQ(peer_skip_reason("mpi", c, 4096), "") << t << " " << op;
+    }
+  }
+  c.dtype = coll::DataType::kBF16, c.op = coll::ReduceOp::kSum;
+  EXPECT_EQ(peer_skip_reason("mpi", c, 4096), "MPI has no predefined bf16 datatype");
+  c.dtype = coll::DataType::kF16;
+  EXPECT_EQ(peer_skip_reason("mpi", c, 4096), "MPI has no predefined f16 datatype");
+  c.dtype = coll::DataType::kI32, c.op = coll::ReduceOp::kAvg;
+  EXPECT_NE(peer_skip_reason("mpi", c, 4096).find("MPI has no avg reduction"), std::string::npos);
+  // MPI counts are ints: 2^31 u8 elements (2 GiB) is one past INT_MAX.
+  c.dtype = coll::DataType::kU8, c.op = coll::ReduceOp::kSum;
+  EXPECT_EQ(peer_skip_reason("mpi", c, (1ull << 31) - 1), "");
+  EXPECT_NE(peer_skip_reason("mpi", c, 1ull << 31).find("2147483648 elements exceed it"),
+            std::string::npos);
+}
+
+TEST(Peers, MpiSessionOutsideMpirunStartsNothing) {
+  const coll::EnvLookup no_mpirun = [](std::string_view) { return std::optional<std::string>(); };
+  MpiSession session(no_mpirun, 0, 2);
+  EXPECT_EQ(session.unavailable(),
+            mpi_built_in() ? "needs mpirun (OMPI_COMM_WORLD_SIZE is not set)"
+                           : "this cclab was built without MPI (CCLAB_WITH_MPI; Debian: "
+                             "libopenmpi-dev)");
 }
 
 SweepRow row_of(std::uint64_t bytes, Algorithm algo, const std::string& peer, double us,

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "check.h"
+#include "mpi_peer.h"
 #include "peers.h"
 
 namespace cclab::bench {
@@ -147,14 +148,16 @@ class RankRunner {
   // only (Gloo's classic algorithms allocate and connect when constructed).
   void run_peer_row(const SizePoint& size, const std::string& peer) {
     SweepRow row = new_row(size, coll::Algorithm::kRing, peer);
-    row.skipped = peer_skip_reason(peer, config_.ranks, size.bytes);
+    row.skipped = peer_skip_reason(peer, config_, size.bytes);
     if (!row.skipped.empty()) {  // every rank decides alike, so nobody runs it
       if (rank_ == 0) shared_.rows.push_back(row);
       return;
     }
     Call call = buffers_.call(shape_for(config_, size.count), coll::Algorithm::kRing);
     call.send = call.recv;
-    const auto run = make_peer(peer_comm(), peer, call.recv, call.shape.count, config_);
+    // MPI's peer brings its own communicator (MPI_COMM_WORLD).
+    auto& comm = peer == kMpiPeer ? comm_ : peer_comm();
+    const auto run = make_peer(comm, peer, call.recv, call.shape.count, config_);
     if (config_.check) {
       buffers_.fill_input(expect_, call);
       run();
