@@ -57,7 +57,19 @@ coll::Identity identity_or_throw(std::string_view backend) {
   return *id;
 }
 
+constexpr std::array<std::string_view, 2> kTransports = {"tcp", "ibverbs"};
+
 #ifdef CCLAB_HAVE_GLOO
+// --transport, else CCLAB_TRANSPORT, else tcp; errors name whichever chose it.
+void set_transport(const std::string& flag, const coll::EnvLookup& env, coll::GlooOptions& g) {
+  const auto from_env = env("CCLAB_TRANSPORT");
+  const bool by_flag = !flag.empty() || !from_env;
+  const std::string name = !flag.empty() ? flag : from_env.value_or("tcp");
+  g.transport_what = by_flag ? "--transport" : "CCLAB_TRANSPORT";
+  check_transport_name(name, g.transport_what);
+  g.transport = name == "ibverbs" ? coll::GlooTransport::kIbverbs : coll::GlooTransport::kTcp;
+}
+
 // One rank per process over Gloo's TCP transport.
 class GlooBackend final : public Backend {
  public:
@@ -78,6 +90,7 @@ class GlooBackend final : public Backend {
     g.host = !o.bind.empty() ? o.bind : env("CCLAB_BIND").value_or(id.host);
     g.host_name = id.host;  // TF_CONFIG's host; empty: the hostname
     g.timeout = o.timeout;
+    set_transport(o.transport, env, g);
     // Before Gloo starts its threads, so that they inherit the core.
     if (o.pin) pin_to_core(id.rank);
     comm_ = coll::make_gloo_communicator(g);
@@ -231,6 +244,18 @@ void pin_to_core(int rank) {
   if (sched_setaffinity(0, sizeof(set), &set) != 0)
     throw Error(fmt::format("--pin: cannot pin rank {} to core {}: {}", rank, rank % cores,
                             std::strerror(errno)));
+}
+
+std::string transport_names() {
+  std::string s;
+  for (auto t : kTransports) s += fmt::format("{}{}", s.empty() ? "" : ", ", t);
+  return s;
+}
+
+void check_transport_name(std::string_view name, std::string_view what) {
+  if (std::find(kTransports.begin(), kTransports.end(), name) == kTransports.end())
+    throw InvalidArgument(
+        fmt::format("{}: unknown transport '{}' (allowed: {})", what, name, transport_names()));
 }
 
 std::string backend_names() {

@@ -66,7 +66,14 @@ struct BackendOptions {
   std::string rendezvous;  // --rendezvous; empty: from the environment
   std::string bind;        // --bind; empty: CCLAB_BIND, TF_CONFIG's host, or the hostname
   bool pin = false;        // --pin: rank r runs on core r % cores
+  std::string transport;   // --transport (gloo); empty: CCLAB_TRANSPORT, else tcp
 };
+
+// The gloo backend's transports: "tcp, ibverbs" (ibverbs is checked when used).
+std::string transport_names();
+// Throws InvalidArgument naming `what` (--transport or CCLAB_TRANSPORT) and
+// the allowed names unless `name` is one of them.
+void check_transport_name(std::string_view name, std::string_view what);
 
 // Pins the calling thread (and threads it starts later) to core rank % cores;
 // throws Error naming --pin when the kernel refuses.

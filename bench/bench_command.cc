@@ -31,6 +31,9 @@ void add_run_options(CLI::App& cmd, BenchFlags& f) {
   cmd.add_option("--bind", f.bind,
                  "Process backends: address to bind (default: CCLAB_BIND, TF_CONFIG's host, "
                  "else the hostname)");
+  cmd.add_option("--transport", f.transport,
+                 "--backend gloo: the pairs' transport, " + transport_names() +
+                     " (default: CCLAB_TRANSPORT, else tcp)");
   cmd.add_option("--timeout-ms", f.timeout_ms, "Timeout of every wait, in ms")
       ->capture_default_str();
 }
@@ -120,6 +123,7 @@ int run_bench(BenchConfig config, std::ostream& out, std::ostream& err, const Be
   options.timeout = config.timeout;
   options.rendezvous = flags.rendezvous;
   options.bind = flags.bind;
+  options.transport = flags.transport;
   options.pin = config.pin;
   auto backend = make_backend(config.backend, options);
   // Without --group-size, `hier` groups the ranks that share a host.

@@ -1,9 +1,15 @@
 # Runs `${CCLAB} ${ARGS}` and checks its exit status. A failing run (STATUS
 # non-zero) must print exactly one line on stderr, matching REGEX; a
 # successful one must print something on stdout matching REGEX (if given).
+# ENV, if given, is VAR=value pairs separated by '|' to run it with.
 #   cmake -DCCLAB=path -DARGS="bench --ranks 0" -DSTATUS=2 -DREGEX=... -P cli_test.cmake
 separate_arguments(args UNIX_COMMAND "${ARGS}")
-execute_process(COMMAND "${CCLAB}" ${args}
+set(env_command "")
+if(DEFINED ENV AND NOT ENV STREQUAL "")
+  string(REPLACE "|" ";" env_pairs "${ENV}")
+  set(env_command "${CMAKE_COMMAND}" -E env ${env_pairs})
+endif()
+execute_process(COMMAND ${env_command} "${CCLAB}" ${args}
   RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
 
 # With NO_GPU_REGEX (GPU backends), a run may instead fail the way it must

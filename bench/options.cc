@@ -171,6 +171,12 @@ BenchConfig resolve(const BenchFlags& f) {
   BenchConfig c;
   check_backend_name(f.backend);
   c.backend = f.backend;
+  if (!f.transport.empty()) {
+    check_transport_name(f.transport, "--transport");
+    if (c.backend != "gloo")
+      invalid("--transport",
+              fmt::format("applies to --backend gloo only (got --backend {})", c.backend));
+  }
   c.ranks = at_least(f.ranks, 1, "--ranks");
   c.coll = coll::parse_collective(f.coll, "--coll");
   resolve_sizes(f, c);

@@ -38,6 +38,7 @@ struct BenchFlags {
   std::string json_path;
   std::string rendezvous;  // process backends
   std::string bind;        // process backends
+  std::string transport;   // gloo: tcp or ibverbs; empty: CCLAB_TRANSPORT, else tcp
   bool compare = false;    // a summary line per size: our best vs the best peer
   bool pin = false;        // rank r on core r % cores
 };

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cclab/collectives/communicator.h"
@@ -12,6 +13,9 @@ namespace gloo {
 class Context;
 namespace rendezvous {
 class Store;
+}
+namespace transport {
+class Context;
 }
 }  // namespace gloo
 
@@ -32,6 +36,13 @@ std::unique_ptr<Communicator> make_gloo_comm(std::shared_ptr<GlooWorld> world,
 // Ranks per host when `hosts` (one name per rank) is two or more equal blocks
 // of consecutive ranks, each on a distinct host; 0 otherwise.
 int uniform_host_block(const std::vector<std::string>& hosts);
+
+// Every transfer of the executor is an unbound buffer: throws
+// BackendUnavailable ("<what> <transport>: ... no unbound buffers ...") when
+// `context` cannot make one, so that a transport without them fails before
+// the rendezvous rather than on the first collective.
+void require_unbound_buffers(gloo::transport::Context& context, std::string_view what,
+                             std::string_view transport);
 
 // The hostname of this machine ("localhost" when it cannot be read).
 std::string hostname();

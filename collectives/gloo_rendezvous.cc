@@ -1,17 +1,23 @@
 // Rendezvous of the gloo backend: the store named by the Rendezvous spec, a
-// prefix per communicator, a TCP device bound to the rank's address, and a
-// full mesh of pairs connected through the store.
+// prefix per communicator, a device of the chosen transport (TCP bound to the
+// rank's address, or ibverbs where it can serve), and a full mesh of pairs
+// connected through the store.
 #include <filesystem>
 #include <system_error>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <gloo/common/error.h>
+#include <gloo/config.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/rendezvous/redis_store.h>
+#include <gloo/transport/context.h>
 #include <gloo/transport/tcp/device.h>
+#if GLOO_HAVE_TRANSPORT_IBVERBS
+#include <gloo/transport/ibverbs/device.h>
+#endif
 #include <signal.h>
 #include <unistd.h>
 
@@ -63,7 +69,56 @@ std::string missing_ranks(gloo::rendezvous::Store& store, int size) {
   return fmt::format("{}", fmt::join(missing, ", "));
 }
 
+std::shared_ptr<gloo::transport::Device> make_tcp_device(const std::string& host) {
+  gloo::transport::tcp::attr attr;
+  attr.hostname = host;
+  try {
+    return gloo::transport::tcp::CreateDevice(attr);
+  } catch (const std::exception& e) {
+    throw IoError(fmt::format("gloo: cannot bind a TCP device to '{}': {}", host, e.what()));
+  }
+}
+
+// The first RDMA device (Gloo's sorted order), port 1, GID index 0.
+std::shared_ptr<gloo::transport::Device> make_ibverbs_device(std::string_view what) {
+#if GLOO_HAVE_TRANSPORT_IBVERBS
+  const auto names = gloo::transport::ibverbs::getDeviceNames();
+  if (names.empty())
+    throw BackendUnavailable(
+        fmt::format("{} ibverbs: no RDMA device found (ibv_get_device_list returned none)", what));
+  gloo::transport::ibverbs::attr attr;
+  attr.name = names.front();
+  attr.port = 1;
+  attr.index = 0;
+  std::shared_ptr<gloo::transport::Device> device;
+  try {
+    device = gloo::transport::ibverbs::CreateDevice(attr);
+  } catch (const std::exception& e) {
+    throw BackendUnavailable(fmt::format("{} ibverbs: cannot open RDMA device '{}' port {}: {}",
+                                         what, attr.name, attr.port, e.what()));
+  }
+  require_unbound_buffers(*device->createContext(0, 1), what, "ibverbs");
+  return device;
+#else
+  throw BackendUnavailable(
+      fmt::format("{} ibverbs: this Gloo was built without its ibverbs transport", what));
+#endif
+}
+
 }  // namespace
+
+void require_unbound_buffers(gloo::transport::Context& context, std::string_view what,
+                             std::string_view transport) {
+  std::byte probe{};
+  try {
+    context.createUnboundBuffer(&probe, 1);
+  } catch (const std::exception& e) {
+    throw BackendUnavailable(
+        fmt::format("{} {}: Gloo's {} transport has no unbound buffers, which every transfer of "
+                    "the gloo executor needs ({}); use tcp",
+                    what, transport, transport, e.what()));
+  }
+}
 
 std::string hostname() {
   char name[256] = {};
@@ -101,15 +156,11 @@ std::unique_ptr<Communicator> make_gloo_communicator(const GlooOptions& o) {
   signal(SIGPIPE, SIG_IGN);
   auto world = std::make_shared<detail::GlooWorld>();
   world->rendezvous = o.rendezvous;
+  // The device first: a transport that cannot serve fails before the store is touched.
+  world->device = o.transport == GlooTransport::kIbverbs
+                      ? detail::make_ibverbs_device(o.transport_what)
+                      : detail::make_tcp_device(o.host.empty() ? detail::hostname() : o.host);
   world->store = detail::open_store(o.rendezvous);
-  gloo::transport::tcp::attr attr;
-  attr.hostname = o.host.empty() ? detail::hostname() : o.host;
-  try {
-    world->device = gloo::transport::tcp::CreateDevice(attr);
-  } catch (const std::exception& e) {
-    throw IoError(
-        fmt::format("gloo: cannot bind a TCP device to '{}': {}", attr.hostname, e.what()));
-  }
   auto ctx = detail::connect(*world, o.prefix, o.rank, o.world_size, o.timeout);
   return detail::make_gloo_comm(std::move(world), std::move(ctx), o.prefix, o.timeout,
                                 o.host_name.empty() ? detail::hostname() : o.host_name);

@@ -3,6 +3,11 @@
 // directory or a Redis server), connect a full mesh of TCP pairs, and then
 // run every schedule's sends and receives as Gloo unbound-buffer transfers,
 // several in flight at once. Built only when Gloo is found (CCLAB_HAVE_GLOO).
+//
+// The ibverbs transport is selectable where Gloo has it, but the executor
+// needs unbound buffers, which Gloo's ibverbs transport does not implement
+// (Debian's 2022 snapshot throws "Unbound buffers not supported yet"); asking
+// for it is a BackendUnavailable error that says which of the two is missing.
 #pragma once
 
 #include <chrono>
@@ -13,6 +18,9 @@
 #include "cclab/collectives/communicator.h"
 
 namespace cclab::coll {
+
+// The Gloo transport the pairs use.
+enum class GlooTransport { kTcp, kIbverbs };
 
 struct GlooOptions {
   int rank = 0;
@@ -27,11 +35,16 @@ struct GlooOptions {
   std::string host_name;
   // Every wait: rendezvous, each transfer, barrier.
   std::chrono::milliseconds timeout{30000};
+  GlooTransport transport = GlooTransport::kTcp;
+  // What chose the transport (a flag or variable), named in its errors.
+  std::string transport_what = "transport";
 };
 
 // Rendezvous and full-mesh connection; blocks until every rank has joined or
 // the timeout passes (TimeoutError naming the ranks that never came). Ignores
 // SIGPIPE for the process: a write to a dead peer must be an error, not a kill.
+// A transport that cannot serve the executor here (no RDMA device, no unbound
+// buffers) is BackendUnavailable, before any rendezvous.
 std::unique_ptr<Communicator> make_gloo_communicator(const GlooOptions& options);
 
 }  // namespace cclab::coll
