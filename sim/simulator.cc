@@ -153,7 +153,18 @@ class Simulation {
         prefetch_line(&transfers_[tag]);
     }
     for_ranks(queue_.peek(kNear), [&](int rank) { prefetch_rank(rank); });
-    for_ranks(queue_.peek(kFrames), [&](int rank) { prefetch_frames(rank); });
+    for_ranks(queue_.peek(kFrames), [&](int rank) {
+      prefetch_frames(rank);
+      // The transfer it issues next posts to the peer's pair queues.
+      if (const Step* s = ranks_state_[rank].runner.peek_next(); s && s->is_transfer())
+        prefetch_queues(s->kind == StepKind::kSend ? s->peer : rank);
+    });
+  }
+  // Where a post to `receiver` looks: its rank state and its pair queues.
+  void prefetch_queues(int receiver) const {
+    const RankState& rs = ranks_state_[receiver];
+    prefetch_line(&rs.from);
+    if (!rs.from.empty()) prefetch_line(rs.from.data());
   }
   // Calls fn(rank) for the ranks event `e` will resume, if any.
   template <class Fn>

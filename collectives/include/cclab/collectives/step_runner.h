@@ -40,6 +40,8 @@ class StepRunner {
   // The step the rank is stuck on: the oldest unfinished one, else the next
   // unissued one. For error messages.
   std::optional<std::pair<std::int64_t, Step>> next_unissued() const;
+  // The next step to issue, if any (valid until the runner advances).
+  const Step* peek_next() const { return has_next_ ? &next_ : nullptr; }
   std::int64_t oldest_unfinished() const;
 
  private:
