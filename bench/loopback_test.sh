@@ -63,6 +63,17 @@ find_rank() {
   done
 }
 
+# expect_checked_table FILE [N]: rank 0's table in FILE (with or without
+# launch's "[0] " prefix) reports N ranks, when N is given, and #wrong 0;
+# otherwise says why and sets fail=1.
+expect_checked_table() {
+  if [[ $# -ge 2 ]] && ! grep -qF "# cclab bench: backend gloo, ranks $2," "$1"; then
+    echo "FAIL: rank 0 did not report $2 ranks"
+    fail=1
+  fi
+  grep -qF "# #wrong total: 0 (OK)" "$1" || { echo "FAIL: no #wrong total 0"; fail=1; }
+}
+
 bench_args=(bench --backend gloo -b 1K -e 256K -f 8 -n 2 -w 1 --check 1 --timeout-ms 20000)
 
 case $mode in
@@ -86,7 +97,7 @@ case $mode in
     cat "$out"
     fail=0
     ((status == 0)) || { echo "FAIL: exit status $status"; fail=1; }
-    grep -q "^\[0\] # #wrong total: 0 (OK)" "$out" || { echo "FAIL: no #wrong total 0"; fail=1; }
+    expect_checked_table "$out"
     (($(grep -c "^\[0\] # compare .* ratio [0-9.]*x" "$out") == 3)) ||
       { echo "FAIL: expected 3 compare lines (1K, 8K, 64K)"; fail=1; }
     if ((n % 2 == 1)); then
@@ -242,9 +253,7 @@ case $mode in
       ((status == 0)) || { cat "$dir/out$r"; echo "FAIL: rank $r exited $status"; fail=1; }
     done
     cat "$dir/out0"
-    grep -q "^# cclab bench: backend gloo, ranks $n," "$dir/out0" ||
-      { echo "FAIL: rank 0 did not report $n ranks"; fail=1; }
-    grep -q "^# #wrong total: 0 (OK)" "$dir/out0" || { echo "FAIL: no #wrong total 0"; fail=1; }
+    expect_checked_table "$dir/out0" "$n"
     if [[ $convention == tf_config ]] && ((n % 2 == 0 && n > 2)); then
       grep -q "hier group size 2," "$dir/out0" || { echo "FAIL: hier not grouped by host"; fail=1; }
     fi
@@ -273,9 +282,7 @@ case $mode in
     cat "$dir/out"
     fail=0
     ((status == 0)) || { echo "FAIL: exit status $status"; fail=1; }
-    grep -q "^# cclab bench: backend gloo, ranks $n," "$dir/out" ||
-      { echo "FAIL: rank 0 did not report $n ranks"; fail=1; }
-    grep -q "^# #wrong total: 0 (OK)" "$dir/out" || { echo "FAIL: no #wrong total 0"; fail=1; }
+    expect_checked_table "$dir/out" "$n"
     # 1K, 8K, 64K: a checked mpi row each (#wrong 0) and a compare line each.
     (($(grep -Ec "^ +[0-9]+ +[0-9]+ +f32 +sum +mpi +[0-9.]+ +[0-9.]+ +[0-9.]+ +0$" "$dir/out") == 3)) ||
       { echo "FAIL: expected 3 checked mpi rows"; fail=1; }
@@ -333,7 +340,7 @@ EOS
     cat "$out"
     fail=0
     ((status == 0)) || { echo "FAIL: exit status $status"; fail=1; }
-    grep -q "^\[0\] # #wrong total: 0 (OK)" "$out" || { echo "FAIL: no #wrong total 0"; fail=1; }
+    expect_checked_table "$out"
     (($(grep -cF "    mpi  skipped: $reason" "$out") == 3)) ||
       { echo "FAIL: expected 3 mpi rows skipped with '$reason'"; fail=1; }
     (($(grep -c "^\[0\] # compare .*: no peer row" "$out") == 3)) ||
