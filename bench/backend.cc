@@ -91,6 +91,7 @@ class GlooBackend final : public Backend {
     g.host_name = id.host;  // TF_CONFIG's host; empty: the hostname
     g.timeout = o.timeout;
     set_transport(o.transport, env, g);
+    if (o.eager_bytes) g.eager_bytes = *o.eager_bytes;
     // Before Gloo starts its threads, so that they inherit the core.
     if (o.pin) pin_to_core(id.rank);
     comm_ = coll::make_gloo_communicator(g);

@@ -67,6 +67,7 @@ struct BackendOptions {
   std::string bind;        // --bind; empty: CCLAB_BIND, TF_CONFIG's host, or the hostname
   bool pin = false;        // --pin: rank r runs on core r % cores
   std::string transport;   // --transport (gloo); empty: CCLAB_TRANSPORT, else tcp
+  std::optional<std::uint64_t> eager_bytes;  // --eager (gloo); none: the default
 };
 
 // The gloo backend's transports: "tcp, ibverbs" (ibverbs is checked when used).

@@ -34,6 +34,9 @@ void add_run_options(CLI::App& cmd, BenchFlags& f) {
   cmd.add_option("--transport", f.transport,
                  "--backend gloo: the pairs' transport, " + transport_names() +
                      " (default: CCLAB_TRANSPORT, else tcp)");
+  cmd.add_option("--eager", f.eager,
+                 "--backend gloo: messages up to this size (e.g. 64K; 0: none) skip Gloo's "
+                 "rendezvous, copied into receives posted ahead (default: 64K)");
   cmd.add_option("--timeout-ms", f.timeout_ms, "Timeout of every wait, in ms")
       ->capture_default_str();
 }
@@ -68,6 +71,10 @@ void add_sweep_options(CLI::App& cmd, BenchFlags& f) {
       ->capture_default_str();
   cmd.add_option("-n,--iters", f.iters, "Timed iterations per row")->capture_default_str();
   cmd.add_option("-w,--warmup", f.warmup, "Untimed iterations per row")->capture_default_str();
+  cmd.add_option("--batch", f.batch,
+                 "Calls per timed iteration, back to back after one barrier; its time is their "
+                 "mean (nccl-tests style: spreads the barrier's exit skew over the batch)")
+      ->capture_default_str();
   cmd.add_option("-c,--check", f.check, "Check results (1) or not (0)")->capture_default_str();
   cmd.add_option("--json", f.json_path, "Also write the results to this JSON file");
   cmd.add_flag("--compare", f.compare,
@@ -124,6 +131,7 @@ int run_bench(BenchConfig config, std::ostream& out, std::ostream& err, const Be
   options.rendezvous = flags.rendezvous;
   options.bind = flags.bind;
   options.transport = flags.transport;
+  options.eager_bytes = config.eager_bytes;
   options.pin = config.pin;
   auto backend = make_backend(config.backend, options);
   // Without --group-size, `hier` groups the ranks that share a host.

@@ -83,6 +83,13 @@ case $mode in
     [[ $# -ge 4 ]] && rdzv=(--rendezvous "$4")
     exec timeout 120 "$cclab" launch -n "$n" "${rdzv[@]}" -- "$cclab" "${bench_args[@]}" --algo "$algo"
     ;;
+  eager)
+    # Every algorithm with --eager LIMIT (0: every message through Gloo's
+    # rendezvous), at sizes on both sides of the default 64K limit.
+    cclab=$1 n=$2 limit=$3
+    exec timeout 120 "$cclab" launch -n "$n" -- "$cclab" "${bench_args[@]}" -e 1M -f 32 \
+      --algo all --eager "$limit"
+    ;;
   peers)
     cclab=$1 n=$2
     out=$(mktemp)
@@ -152,6 +159,7 @@ case $mode in
     ;;
   fault | stall)
     cclab=$1 n=$2
+    eager=(--eager "${3:-64K}")  # 0: the rendezvous path
     victim=$((n - 1))
     out=$(mktemp)
     # fault: kill -9, a peer that is gone (20 s collective timeout, so the
@@ -161,7 +169,8 @@ case $mode in
     signal=KILL timeout_ms=20000 grace_ms=15000
     [[ $mode == stall ]] && signal=STOP timeout_ms=3000 grace_ms=2000
     timeout 120 "$cclab" launch -n "$n" --grace-ms "$grace_ms" -- "$cclab" bench --backend gloo \
-      -b 64K -e 64K -n 100000 -w 0 --check 0 --algo ring --timeout-ms "$timeout_ms" >"$out" 2>&1 &
+      -b 64K -e 64K -n 100000 -w 0 --check 0 --algo ring --timeout-ms "$timeout_ms" "${eager[@]}" \
+      >"$out" 2>&1 &
     launcher=$!
     pid=$(find_rank "$launcher" "$victim")
     if [[ -z $pid ]]; then

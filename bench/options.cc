@@ -9,6 +9,7 @@
 
 #include "backend.h"
 #include "cclab/collectives/error.h"
+#include "cclab/collectives/gloo.h"
 #include "peers.h"
 
 namespace cclab::bench {
@@ -177,6 +178,16 @@ BenchConfig resolve(const BenchFlags& f) {
       invalid("--transport",
               fmt::format("applies to --backend gloo only (got --backend {})", c.backend));
   }
+  if (!f.eager.empty()) {
+    if (c.backend != "gloo")
+      invalid("--eager",
+              fmt::format("applies to --backend gloo only (got --backend {})", c.backend));
+    c.eager_bytes = parse_size_bytes(f.eager, "--eager");
+    if (*c.eager_bytes > coll::kGlooMaxEagerBytes)
+      invalid("--eager", fmt::format("{} is above the largest eager limit, {} bytes (allowed: 0 "
+                                     "to disable, up to {})",
+                                     f.eager, coll::kGlooMaxEagerBytes, coll::kGlooMaxEagerBytes));
+  }
   c.ranks = at_least(f.ranks, 1, "--ranks");
   c.coll = coll::parse_collective(f.coll, "--coll");
   resolve_sizes(f, c);
@@ -188,6 +199,7 @@ BenchConfig resolve(const BenchFlags& f) {
   c.root = f.root;
   c.iters = at_least(f.iters, 1, "-n/--iters");
   c.warmup = at_least(f.warmup, 0, "-w/--warmup");
+  c.batch = at_least(f.batch, 1, "--batch");
   if (f.check != 0 && f.check != 1)
     invalid("-c/--check", fmt::format("{} is not allowed (allowed: 0, 1)", f.check));
   c.check = f.check == 1;

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +30,7 @@ struct BenchFlags {
   int root = 0;
   int iters = 20;
   int warmup = 5;
+  int batch = 1;
   int check = 1;
   bool in_place = false;
   int chunks = 1;
@@ -39,6 +41,7 @@ struct BenchFlags {
   std::string rendezvous;  // process backends
   std::string bind;        // process backends
   std::string transport;   // gloo: tcp or ibverbs; empty: CCLAB_TRANSPORT, else tcp
+  std::string eager;       // gloo: eager limit in bytes (units allowed); empty: the default
   bool compare = false;    // a summary line per size: our best vs the best peer
   bool pin = false;        // rank r on core r % cores
 };
@@ -58,6 +61,7 @@ struct BenchConfig {
   int root = 0;
   int iters = 20;
   int warmup = 5;
+  int batch = 1;  // calls per timed iteration
   bool check = true;
   bool in_place = false;
   int chunks = 1;
@@ -67,6 +71,7 @@ struct BenchConfig {
   std::string json_path;
   bool compare = false;
   bool pin = false;
+  std::optional<std::uint64_t> eager_bytes;  // gloo: --eager; none: GlooOptions' default
   std::string placement;  // the backend's note on where ranks run (GPU backends), else ""
   // Why the mpi peer cannot run in this process (empty: it can); run_bench
   // fills it from its MpiSession (see mpi_peer.h) before the sweep.

@@ -1,4 +1,6 @@
-// The gloo executor. Each schedule step maps onto Gloo's unbound buffers:
+// The gloo executor. Messages up to the eager limit go eagerly, into
+// receives posted ahead (gloo_eager.h); every other step maps onto Gloo's
+// unbound buffers:
 //  - kSend: a buffer over the source region, send(peer, slot);
 //  - kRecv: a buffer over the destination region, recv(peer, slot);
 //  - kRecvReduce: recv into the rank's staging arena, then reduce into the
@@ -14,6 +16,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstring>
 #include <map>
 #include <mutex>
 
@@ -24,6 +27,7 @@
 #include "cclab/collectives/error.h"
 #include "cclab/collectives/reduce.h"
 #include "cclab/collectives/step_runner.h"
+#include "gloo_eager.h"
 #include "gloo_waiter.h"
 
 namespace cclab::coll::detail {
@@ -33,8 +37,8 @@ using Clock = std::chrono::steady_clock;
 
 struct Transfer {
   Step step;
-  std::unique_ptr<gloo::transport::UnboundBuffer> buf;
-  std::byte* staging = nullptr;  // kRecvReduce only
+  std::unique_ptr<gloo::transport::UnboundBuffer> buf;  // null: an eager receive
+  std::byte* staging = nullptr;                         // kRecvReduce only
 };
 
 // One collective in flight on this rank.
@@ -66,14 +70,20 @@ class GlooRequest final : public RequestImpl {
 class GlooComm final : public Communicator {
  public:
   GlooComm(std::shared_ptr<GlooWorld> world, std::shared_ptr<gloo::Context> ctx, std::string prefix,
-           std::chrono::milliseconds timeout)
+           std::chrono::milliseconds timeout, std::size_t eager_bytes)
       : world_(std::move(world)),
         ctx_(std::move(ctx)),
         prefix_(std::move(prefix)),
+        eager_bytes_(eager_bytes),
         waiters_(timeout, [this](const Completion& c) { on_completion(c); }) {
     set_timeout(timeout);
+    if (eager_bytes_ == 0) return;
+    blocks_ = std::make_unique<EagerBlocks>(*ctx_, eager_bytes_);
+    inbox_ = std::vector<EagerInbox>(size());  // (resize would need copyable elements)
+    outbox_ = std::vector<EagerOutbox>(size());
   }
   ~GlooComm() override {
+    flush_eager_sends();
     // Handlers that still run see closing_ and touch nothing.
     std::lock_guard lock(mu_);
     closing_ = true;
@@ -99,6 +109,23 @@ class GlooComm final : public Communicator {
     if (op.runner->finished()) finish(op);
   }
   void on_completion(const Completion& c);
+  // Eager messages (gloo_eager.h): issue a send or receive step, post
+  // receives ahead, hand the front of an inbox or outbox to a waiter, and
+  // handle what the waiter saw.
+  bool eager_send(Op& op, std::int64_t id, const Step& s, std::size_t bytes);
+  bool eager_recv(Op& op, std::int64_t id, const Step& s);
+  void post_eager(int peer, int count);
+  void wait_inbox(int peer, std::uint64_t seq);
+  void wait_outbox(int peer);
+  void on_eager_arrival(const Completion& c, std::unique_lock<std::mutex>& lock);
+  void on_eager_sent(const Completion& c);
+  // An eager send's step completed when it was copied, so its data may not
+  // have left yet: waits until every eager send has (or a peer is gone).
+  void flush_eager_sends();
+  // Empty, or why `h` cannot be the message step `s` of `op` expects.
+  std::string eager_mismatch(const Op& op, const Step& s, const EagerHeader& h, int from) const;
+  // Copies or reduces an eager payload into the step's destination.
+  void deliver(Op& op, const Step& s, const std::byte* payload);
   void finish(Op& op);
   std::byte* address(Op& op, const Region& r);
   std::byte* staging(std::size_t bytes);
@@ -141,7 +168,12 @@ class GlooComm final : public Communicator {
   std::vector<std::byte> arena_;
   std::size_t arena_used_ = 0, arena_need_ = 0;
   std::vector<std::unique_ptr<std::byte[]>> overflow_;
-  std::mutex mu_;  // guards everything above and below
+  std::size_t eager_bytes_;  // 0: no eager messages
+  std::unique_ptr<EagerBlocks> blocks_;
+  std::vector<EagerInbox> inbox_;    // by peer
+  std::vector<EagerOutbox> outbox_;  // by peer
+  bool flushing_ = false;            // no more waits on outboxes
+  std::mutex mu_;                    // guards everything above and below
   std::condition_variable progress_cv_;
   Clock::time_point last_progress_ = Clock::now();
   std::string broken_;
@@ -212,8 +244,11 @@ bool GlooComm::issue(Op& op, std::int64_t id, const Step& s) {
     default:
       break;
   }
-  // Both sides see the same size, so both skip an empty message alike.
+  // Both sides see the same size, so both skip an empty message alike, and
+  // both send a small one eagerly.
   if (bytes == 0) return true;
+  if (bytes <= eager_bytes_)
+    return s.kind == StepKind::kSend ? eager_send(op, id, s, bytes) : eager_recv(op, id, s);
   Transfer t{s, nullptr, nullptr};
   try {
     if (s.kind == StepKind::kSend) {
@@ -235,6 +270,191 @@ bool GlooComm::issue(Op& op, std::int64_t id, const Step& s) {
   return false;
 }
 
+bool GlooComm::eager_send(Op& op, std::int64_t id, const Step& s, std::size_t bytes) {
+  EagerOutbox& out = outbox_[s.peer];
+  EagerBlock b = blocks_->take();
+  const EagerHeader h{op.seq, op.sends_to[s.peer]++, static_cast<std::uint32_t>(bytes)};
+  std::memcpy(b.mem.get(), &h, sizeof h);
+  std::memcpy(b.mem.get() + sizeof h, address(op, s.src), bytes);
+  b.seq = op.seq;
+  try {
+    b.buf->send(s.peer, eager_slot(rank(), s.peer, out.next_index++), 0, sizeof h + bytes);
+  } catch (const std::exception& e) {
+    set_broken(
+        fmt::format("rank {}: lost rank {} in {}: {}", rank(), s.peer, where(op, id, s), e.what()),
+        false);
+    return false;
+  }
+  out.inflight.push_back(std::move(b));
+  // A small send almost always completes inside send(); a waiter per send
+  // would cost a wake-up on the critical path, so sent blocks are reclaimed
+  // in batches.
+  if (!out.waiting && out.inflight.size() >= kEagerReclaimAt) wait_outbox(s.peer);
+  return true;  // copied: the source is free again
+}
+
+bool GlooComm::eager_recv(Op& op, std::int64_t id, const Step& s) {
+  EagerInbox& in = inbox_[s.peer];
+  const EagerKey key{op.seq, op.recvs_from[s.peer]++};
+  try {
+    if (in.posted.empty()) post_eager(s.peer, kEagerPosted);  // the first from this peer
+  } catch (const std::exception& e) {
+    set_broken(
+        fmt::format("rank {}: lost rank {} in {}: {}", rank(), s.peer, where(op, id, s), e.what()),
+        false);
+    return false;
+  }
+  if (auto it = in.arrived.find(key); it != in.arrived.end()) {  // came before its step
+    EagerBlock b = std::move(it->second);
+    in.arrived.erase(it);
+    if (auto why = eager_mismatch(op, s, b.header(), s.peer); !why.empty()) {
+      set_broken(std::move(why), false);
+      return false;
+    }
+    deliver(op, s, b.payload());
+    blocks_->give(std::move(b));
+    return true;
+  }
+  in.expected.emplace(key, id);
+  op.inflight.emplace(id, Transfer{s, nullptr, nullptr});
+  if (!in.waiting) wait_inbox(s.peer, op.seq);
+  return false;
+}
+
+void GlooComm::post_eager(int peer, int count) {
+  EagerInbox& in = inbox_[peer];
+  for (int i = 0; i < count; ++i) {
+    EagerBlock b = blocks_->take();
+    b.buf->recv(peer, eager_slot(peer, rank(), in.next_index++), 0, blocks_->size());
+    in.posted.push_back(std::move(b));
+  }
+}
+
+void GlooComm::wait_inbox(int peer, std::uint64_t seq) {
+  EagerInbox& in = inbox_[peer];
+  in.waiting = true;
+  waiters_.submit({in.posted.front().buf.get(), true, seq, 0, peer});
+}
+
+void GlooComm::wait_outbox(int peer) {
+  EagerOutbox& out = outbox_[peer];
+  out.waiting = true;
+  waiters_.submit({out.inflight.front().buf.get(), false, kNoCollective, 0, peer});
+}
+
+void GlooComm::on_eager_sent(const Completion& c) {
+  EagerOutbox& out = outbox_[c.eager_peer];
+  out.waiting = false;
+  progress_cv_.notify_all();  // flush_eager_sends may wait for this
+  const std::uint64_t seq = out.inflight.front().seq;
+  if (!c.ok) {
+    set_broken(c.timed_out ? fmt::format("rank {}: timed out after {} ms sending to rank {} "
+                                         "(collective #{})",
+                                         rank(), timeout().count(), c.eager_peer, seq)
+                           : fmt::format("rank {}: lost rank {} sending to it (collective #{}): {}",
+                                         rank(), c.eager_peer, seq, c.error),
+               c.timed_out);
+    return;
+  }
+  blocks_->give(std::move(out.inflight.front()));
+  out.inflight.pop_front();
+  if (out.inflight.size() > kEagerReclaimTo && !flushing_) wait_outbox(c.eager_peer);
+}
+
+void GlooComm::flush_eager_sends() {
+  std::vector<gloo::transport::UnboundBuffer*> pending;
+  {
+    std::unique_lock lock(mu_);
+    flushing_ = true;
+    // A wait in progress on an outbox ends with its send; the rest are ours.
+    const auto idle = [&] {
+      return !broken_.empty() || std::none_of(outbox_.begin(), outbox_.end(),
+                                              [](const EagerOutbox& o) { return o.waiting; });
+    };
+    if (!progress_cv_.wait_for(lock, 2 * timeout(), idle) || !broken_.empty()) return;
+    for (auto& out : outbox_)
+      for (auto& b : out.inflight) pending.push_back(b.buf.get());
+  }
+  for (auto* buf : pending) try {
+      buf->waitSend(nullptr, timeout());
+    } catch (const std::exception&) {
+      return;  // a peer is gone (or the wait timed out): the pairs are closed
+    }
+}
+
+void GlooComm::on_eager_arrival(const Completion& c, std::unique_lock<std::mutex>& lock) {
+  const int peer = c.eager_peer;
+  EagerInbox& in = inbox_[peer];
+  in.waiting = false;
+  if (!c.ok) {
+    std::string at = "an eager receive";
+    if (!in.expected.empty()) {
+      const auto& [key, id] = *in.expected.begin();
+      Op& op = *find_op(key.first);
+      at = where(op, id, op.inflight.at(id).step);
+    }
+    set_broken(c.timed_out
+                   ? fmt::format("rank {}: timed out after {} ms in {}, waiting for rank {}",
+                                 rank(), timeout().count(), at, peer)
+                   : fmt::format("rank {}: lost rank {} in {}: {}", rank(), peer, at, c.error),
+               c.timed_out);
+    return;
+  }
+  EagerBlock b = std::move(in.posted.front());
+  in.posted.pop_front();
+  const EagerHeader h = b.header();
+  const auto e = in.expected.find({h.seq, h.k});
+  if (e == in.expected.end()) {
+    in.arrived.emplace(EagerKey{h.seq, h.k}, std::move(b));  // before its step
+  } else {
+    const std::int64_t id = e->second;
+    in.expected.erase(e);
+    Op& op = *find_op(h.seq);
+    const Step s = op.inflight.at(id).step;
+    if (auto why = eager_mismatch(op, s, h, peer); !why.empty()) {
+      set_broken(std::move(why), false);
+      return;
+    }
+    // As for a rendezvous receive: the step's regions are its own until it
+    // completes, so other completions proceed while this one copies.
+    lock.unlock();
+    deliver(op, s, b.payload());
+    lock.lock();
+    if (closing_ || !broken_.empty()) return;
+    blocks_->give(std::move(b));
+    op.inflight.erase(id);
+    op.runner->complete(id);
+    last_progress_ = Clock::now();
+    issue_ready(op);
+  }
+  // Keep kEagerPosted ahead; after the steps this message let go were issued.
+  try {
+    post_eager(peer, 1);
+  } catch (const std::exception& e) {
+    set_broken(fmt::format("rank {}: lost rank {}: {}", rank(), peer, e.what()), false);
+    return;
+  }
+  if (!in.expected.empty() && !in.waiting) wait_inbox(peer, in.expected.begin()->first.first);
+}
+
+std::string GlooComm::eager_mismatch(const Op& op, const Step& s, const EagerHeader& h,
+                                     int from) const {
+  const std::size_t bytes = s.count() * op.esize;
+  if (h.bytes == bytes) return {};
+  return fmt::format(
+      "rank {}: message {} of {} #{} from rank {} has {} bytes where step {} expects {}: do all "
+      "ranks run the same collective with the same count and dtype?",
+      rank(), h.k, collective_name(op.call.shape.kind), op.seq, from, h.bytes, describe(s), bytes);
+}
+
+void GlooComm::deliver(Op& op, const Step& s, const std::byte* payload) {
+  if (s.kind == StepKind::kRecvReduce)
+    reduce(address(op, s.dst), address(op, s.src), payload, s.dst.count, op.call.dtype,
+           step_op(op.call.op));
+  else
+    copy_bytes(address(op, s.dst), payload, s.count() * op.esize);
+}
+
 Op* GlooComm::find_op(std::uint64_t seq) {
   auto it =
       std::find_if(active_.begin(), active_.end(), [&](const auto& op) { return op->seq == seq; });
@@ -245,6 +465,13 @@ Op* GlooComm::find_op(std::uint64_t seq) {
 void GlooComm::on_completion(const Completion& c) {
   std::unique_lock lock(mu_);
   if (closing_ || !broken_.empty()) return;
+  if (c.eager_peer >= 0) {
+    if (c.is_recv)
+      on_eager_arrival(c, lock);
+    else
+      on_eager_sent(c);
+    return;
+  }
   Op& op = *find_op(c.op_seq);
   auto t = op.inflight.find(c.step_id);
   CCLAB_CHECK(t != op.inflight.end(), "completion of a step not in flight");
@@ -285,8 +512,13 @@ void GlooComm::set_broken(std::string msg, bool timeout) {
 }
 
 void GlooComm::abort_waits() {
+  for (auto& in : inbox_)
+    if (in.waiting) in.posted.front().buf->abortWaitRecv();
+  for (auto& out : outbox_)
+    if (out.waiting) out.inflight.front().buf->abortWaitSend();
   for (auto& op : active_)
     for (auto& [id, t] : op->inflight) {
+      if (!t.buf) continue;  // an eager receive: its inbox's wait is aborted above
       if (t.step.kind == StepKind::kSend)
         t.buf->abortWaitSend();
       else
@@ -380,7 +612,7 @@ std::unique_ptr<Communicator> GlooComm::split(int color, int key) {
   while (members[my_rank].second != rank()) ++my_rank;
   const auto prefix = fmt::format("{}/split{}/color{}", prefix_, seq, color);
   auto ctx = connect(*world_, prefix, my_rank, static_cast<int>(members.size()), timeout());
-  return make_gloo_comm(world_, std::move(ctx), prefix, timeout());
+  return make_gloo_comm(world_, std::move(ctx), prefix, timeout(), eager_bytes_);
 }
 
 }  // namespace
@@ -388,9 +620,10 @@ std::unique_ptr<Communicator> GlooComm::split(int color, int key) {
 std::unique_ptr<Communicator> make_gloo_comm(std::shared_ptr<GlooWorld> world,
                                              std::shared_ptr<gloo::Context> context,
                                              std::string prefix, std::chrono::milliseconds timeout,
+                                             std::size_t eager_bytes,
                                              const std::string& host_name) {
-  auto comm =
-      std::make_unique<GlooComm>(std::move(world), std::move(context), std::move(prefix), timeout);
+  auto comm = std::make_unique<GlooComm>(std::move(world), std::move(context), std::move(prefix),
+                                         timeout, eager_bytes);
   if (!host_name.empty()) comm->group_by_host(host_name);
   return comm;
 }

@@ -25,12 +25,14 @@ namespace cclab::coll::detail {
 // rendezvous again on split) and the device (the bound TCP address).
 struct GlooWorld;
 
-// A connected context: `prefix` is the store prefix it met under. With a
-// non-empty `host_name` the ranks exchange their host names (a collective)
-// and group by host for `hier`.
+// A connected context: `prefix` is the store prefix it met under; messages
+// up to `eager_bytes` go eagerly (gloo_eager.h). With a non-empty `host_name`
+// the ranks exchange their host names (a collective) and group by host for
+// `hier`.
 std::unique_ptr<Communicator> make_gloo_comm(std::shared_ptr<GlooWorld> world,
                                              std::shared_ptr<gloo::Context> context,
                                              std::string prefix, std::chrono::milliseconds timeout,
+                                             std::size_t eager_bytes,
                                              const std::string& host_name = {});
 
 // Ranks per host when `hosts` (one name per rank) is two or more equal blocks

@@ -151,6 +151,9 @@ std::shared_ptr<gloo::Context> connect(GlooWorld& world, const std::string& pref
 std::unique_ptr<Communicator> make_gloo_communicator(const GlooOptions& o) {
   if (o.world_size < 1 || o.rank < 0 || o.rank >= o.world_size)
     throw InvalidArgument(fmt::format("gloo: rank {} is outside [0, {})", o.rank, o.world_size));
+  if (o.eager_bytes > kGlooMaxEagerBytes)
+    throw InvalidArgument(fmt::format("gloo: eager_bytes {} is above the largest allowed, {}",
+                                      o.eager_bytes, kGlooMaxEagerBytes));
   // Gloo's sockets do not ignore SIGPIPE: a write to a dead peer would kill us
   // instead of failing the transfer.
   signal(SIGPIPE, SIG_IGN);
@@ -163,6 +166,7 @@ std::unique_ptr<Communicator> make_gloo_communicator(const GlooOptions& o) {
   world->store = detail::open_store(o.rendezvous);
   auto ctx = detail::connect(*world, o.prefix, o.rank, o.world_size, o.timeout);
   return detail::make_gloo_comm(std::move(world), std::move(ctx), o.prefix, o.timeout,
+                                o.eager_bytes,
                                 o.host_name.empty() ? detail::hostname() : o.host_name);
 }
 

@@ -80,7 +80,7 @@ bool WaiterPool::rank_run(std::uint64_t op_seq, std::chrono::milliseconds limit)
 }
 
 Completion WaiterPool::wait(const WaitJob& job, std::chrono::milliseconds limit) const {
-  Completion c{job.op_seq, job.step_id, true, false, {}};
+  Completion c{job.op_seq, job.step_id, job.eager_peer, job.is_recv, true, false, {}};
   const auto start = std::chrono::steady_clock::now();
   try {
     c.ok = job.is_recv ? job.buf->waitRecv(nullptr, limit) : job.buf->waitSend(nullptr, limit);

@@ -32,13 +32,18 @@ namespace cclab::coll::detail {
 struct WaitJob {
   gloo::transport::UnboundBuffer* buf = nullptr;
   bool is_recv = false;
-  std::uint64_t op_seq = 0;
+  std::uint64_t op_seq = 0;  // kNoCollective: no rank's thread takes it
   std::int64_t step_id = 0;
+  int eager_peer = -1;  // >= 0: the next eager message from (recv) or to that peer
 };
+
+inline constexpr std::uint64_t kNoCollective = ~std::uint64_t{0};
 
 struct Completion {
   std::uint64_t op_seq = 0;
   std::int64_t step_id = 0;
+  int eager_peer = -1;
+  bool is_recv = false;
   bool ok = true;
   bool timed_out = false;  // the wait reached its limit
   std::string error;       // Gloo's message when !ok

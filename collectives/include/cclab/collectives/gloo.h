@@ -19,6 +19,10 @@
 
 namespace cclab::coll {
 
+// The largest GlooOptions::eager_bytes: each peer a rank hears from holds
+// kEagerPosted (8) receive blocks of this size.
+inline constexpr std::size_t kGlooMaxEagerBytes = 16u << 20;
+
 // The Gloo transport the pairs use.
 enum class GlooTransport { kTcp, kIbverbs };
 
@@ -36,6 +40,10 @@ struct GlooOptions {
   // Every wait: rendezvous, each transfer, barrier.
   std::chrono::milliseconds timeout{30000};
   GlooTransport transport = GlooTransport::kTcp;
+  // Messages up to this many bytes go eagerly (see gloo_eager.h): copied into
+  // receives posted ahead, one way, instead of Gloo's rendezvous; 0: never;
+  // at most kGlooMaxEagerBytes. Every rank must use the same value.
+  std::size_t eager_bytes = 64 << 10;
   // What chose the transport (a flag or variable), named in its errors.
   std::string transport_what = "transport";
 };

@@ -1,0 +1,201 @@
+// The gloo executor's eager messages (gloo_eager.h), with every rank a thread
+// of this process and its own Gloo context over 127.0.0.1: results against a
+// naive sum for sizes either side of the eager limit, messages that arrive
+// before their step is issued, more messages in flight than receives posted
+// ahead, and ranks that disagree on the size of a message.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "cclab/collectives/error.h"
+#include "cclab/collectives/gloo.h"
+
+namespace cclab::coll {
+namespace {
+
+using Body = std::function<void(Communicator&)>;
+
+// Runs `body` on `n` ranks, each a thread with its own communicator; returns
+// each rank's error text ("" when it returned normally).
+std::vector<std::string> run_ranks(int n, std::size_t eager_bytes, const Body& body,
+                                   std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+  static std::atomic<int> run_id{0};
+  const auto dir =
+      std::filesystem::temp_directory_path() /
+      ("cclab_eager_test_" + std::to_string(::getpid()) + "_" + std::to_string(run_id++));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::vector<std::string> errors(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        GlooOptions o;
+        o.rank = r;
+        o.world_size = n;
+        o.rendezvous = parse_rendezvous("file:" + dir.string(), "test");
+        o.host = "127.0.0.1";
+        o.host_name = "localhost";
+        o.timeout = timeout;
+        o.eager_bytes = eager_bytes;
+        auto comm = make_gloo_communicator(o);
+        body(*comm);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  std::filesystem::remove_all(dir);
+  return errors;
+}
+
+// Rank r's input: distinct small integers, so float sums are exact.
+std::vector<float> input(int rank, std::size_t count, int salt = 0) {
+  std::vector<float> v(count);
+  for (std::size_t i = 0; i < count; ++i)
+    v[i] = static_cast<float>((i * 7 + static_cast<std::size_t>(rank) * 13 + salt) % 101);
+  return v;
+}
+
+// The sum over ranks, element by element, computed here.
+std::vector<float> naive_sum(int n, std::size_t count, int salt = 0) {
+  std::vector<float> sum(count, 0.0f);
+  for (int r = 0; r < n; ++r) {
+    const auto v = input(r, count, salt);
+    for (std::size_t i = 0; i < count; ++i) sum[i] += v[i];
+  }
+  return sum;
+}
+
+void expect_all_ok(const std::vector<std::string>& errors) {
+  for (std::size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+// Element counts around a 4 KiB eager limit (1024 floats): below, at, above,
+// and far above, where the message takes Gloo's rendezvous.
+const std::vector<std::size_t> kCounts = {1, 1000, 1024, 1025, 3000, 50000};
+
+TEST(GlooEager, EveryAlgorithmMatchesANaiveSumEitherSideOfTheLimit) {
+  for (int n : {2, 3}) {
+    std::vector<std::vector<std::string>> mismatches(n);
+    expect_all_ok(run_ranks(n, 4096, [&](Communicator& comm) {
+      for (Algorithm a : algorithms_for(CollectiveKind::kAllReduce))
+        for (std::size_t count : kCounts) {
+          AlgoConfig algo;
+          algo.algo = a;
+          algo.chunks = 2;
+          const auto in = input(comm.rank(), count);
+          std::vector<float> out(count, -1.0f);
+          comm.allreduce(in.data(), out.data(), count, DataType::kF32, ReduceOp::kSum, algo);
+          if (out != naive_sum(n, count))
+            mismatches[comm.rank()].push_back(std::string(algorithm_name(a)) + " count " +
+                                              std::to_string(count));
+        }
+    }));
+    for (int r = 0; r < n; ++r)
+      EXPECT_TRUE(mismatches[r].empty())
+          << n << " ranks, rank " << r << " wrong at " << mismatches[r].front();
+  }
+}
+
+TEST(GlooEager, MessagesThatArriveBeforeTheirStepIsIssued) {
+  // After a first call (which posts the receives ahead), rank 1 starts late:
+  // rank 0's messages of several collectives are there before rank 1 has
+  // issued any of their receives.
+  constexpr int kCalls = 5;
+  constexpr std::size_t kCount = 300;
+  std::vector<int> wrong(2, 0);
+  expect_all_ok(run_ranks(2, 4096, [&](Communicator& comm) {
+    comm.barrier();
+    if (comm.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::vector<std::vector<float>> in, out(kCalls, std::vector<float>(kCount));
+    std::vector<Request> requests;
+    for (int c = 0; c < kCalls; ++c) {
+      in.push_back(input(comm.rank(), kCount, c));
+      AlgoConfig algo;
+      algo.algo = Algorithm::kDirect;
+      requests.push_back(comm.iallreduce(in[c].data(), out[c].data(), kCount, DataType::kF32,
+                                         ReduceOp::kSum, algo));
+    }
+    for (int c = 0; c < kCalls; ++c) {
+      requests[c].wait();
+      wrong[comm.rank()] += out[c] != naive_sum(2, kCount, c);
+    }
+  }));
+  EXPECT_EQ(wrong, (std::vector<int>{0, 0}));
+}
+
+TEST(GlooEager, MoreMessagesInFlightThanReceivesPostedAhead) {
+  // 40 collectives in flight, 8 chunks each: far more eager messages per peer
+  // than the receiver keeps posted, and than a sender keeps before reclaiming;
+  // a peer's messages of a later collective come before those of an earlier
+  // one (kept until their step is issued).
+  constexpr int kCalls = 40;
+  constexpr std::size_t kCount = 512;
+  std::vector<int> wrong(3, 0);
+  expect_all_ok(run_ranks(3, 4096, [&](Communicator& comm) {
+    std::vector<std::vector<float>> in, out(kCalls, std::vector<float>(kCount));
+    std::vector<Request> requests;
+    for (int c = 0; c < kCalls; ++c) {
+      in.push_back(input(comm.rank(), kCount, c));
+      AlgoConfig algo;
+      algo.algo = c % 2 ? Algorithm::kRing : Algorithm::kDirect;
+      algo.chunks = 8;
+      requests.push_back(comm.iallreduce(in[c].data(), out[c].data(), kCount, DataType::kF32,
+                                         ReduceOp::kSum, algo));
+    }
+    for (int c = kCalls - 1; c >= 0; --c) {  // waited newest first
+      requests[c].wait();
+      wrong[comm.rank()] += out[c] != naive_sum(3, kCount, c);
+    }
+  }));
+  EXPECT_EQ(wrong, (std::vector<int>{0, 0, 0}));
+}
+
+TEST(GlooEager, RanksThatDisagreeOnTheSizeGetAnErrorNotWrongData) {
+  const auto errors = run_ranks(
+      2, 4096,
+      [](Communicator& comm) {
+        const std::size_t count = comm.rank() == 0 ? 100 : 200;  // both eager
+        std::vector<float> in(count, 1.0f), out(count);
+        AlgoConfig algo;
+        algo.algo = Algorithm::kDirect;
+        comm.allreduce(in.data(), out.data(), count, DataType::kF32, ReduceOp::kSum, algo);
+      },
+      std::chrono::seconds(5));
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(errors[r].find(std::string("rank ") + std::to_string(r) + ": message 0 of"),
+              std::string::npos)
+        << errors[r];
+    EXPECT_NE(errors[r].find(r == 0 ? "has 800 bytes where" : "has 400 bytes where"),
+              std::string::npos)
+        << errors[r];
+    EXPECT_NE(errors[r].find("do all ranks run the same collective"), std::string::npos)
+        << errors[r];
+  }
+}
+
+TEST(GlooEager, TheLimitIsChecked) {
+  GlooOptions o;
+  o.eager_bytes = kGlooMaxEagerBytes + 1;
+  try {
+    make_gloo_communicator(o);
+    FAIL() << "no error";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("eager_bytes 16777217 is above the largest allowed"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace cclab::coll
