@@ -36,7 +36,7 @@ void add_run_options(CLI::App& cmd, BenchFlags& f) {
                      " (default: CCLAB_TRANSPORT, else tcp)");
   cmd.add_option("--eager", f.eager,
                  "--backend gloo: messages up to this size (e.g. 64K; 0: none) skip Gloo's "
-                 "rendezvous, copied into receives posted ahead (default: 64K)");
+                 "rendezvous, copied into receives posted ahead (default: 256K)");
   cmd.add_option("--timeout-ms", f.timeout_ms, "Timeout of every wait, in ms")
       ->capture_default_str();
 }

@@ -85,7 +85,7 @@ case $mode in
     ;;
   eager)
     # Every algorithm with --eager LIMIT (0: every message through Gloo's
-    # rendezvous), at sizes on both sides of the default 64K limit.
+    # rendezvous), at sizes on both sides of the default 256K limit.
     cclab=$1 n=$2 limit=$3
     exec timeout 120 "$cclab" launch -n "$n" -- "$cclab" "${bench_args[@]}" -e 1M -f 32 \
       --algo all --eager "$limit"
@@ -159,7 +159,7 @@ case $mode in
     ;;
   fault | stall)
     cclab=$1 n=$2
-    eager=(--eager "${3:-64K}")  # 0: the rendezvous path
+    eager=(--eager "${3:-256K}")  # 0: the rendezvous path
     victim=$((n - 1))
     out=$(mktemp)
     # fault: kill -9, a peer that is gone (20 s collective timeout, so the

@@ -78,7 +78,7 @@ class GlooComm final : public Communicator {
         waiters_(timeout, [this](const Completion& c) { on_completion(c); }) {
     set_timeout(timeout);
     if (eager_bytes_ == 0) return;
-    blocks_ = std::make_unique<EagerBlocks>(*ctx_, eager_bytes_);
+    blocks_ = std::make_unique<EagerBlocks>(*ctx_, std::min(eager_bytes_, kEagerFragmentBytes));
     inbox_ = std::vector<EagerInbox>(size());  // (resize would need copyable elements)
     outbox_ = std::vector<EagerOutbox>(size());
   }
@@ -122,10 +122,10 @@ class GlooComm final : public Communicator {
   // An eager send's step completed when it was copied, so its data may not
   // have left yet: waits until every eager send has (or a peer is gone).
   void flush_eager_sends();
-  // Empty, or why `h` cannot be the message step `s` of `op` expects.
+  // Empty, or why `h` cannot be a fragment of the message step `s` of `op` expects.
   std::string eager_mismatch(const Op& op, const Step& s, const EagerHeader& h, int from) const;
-  // Copies or reduces an eager payload into the step's destination.
-  void deliver(Op& op, const Step& s, const std::byte* payload);
+  // Copies or reduces a fragment's payload into the step's destination.
+  void deliver(Op& op, const Step& s, const EagerHeader& h, const std::byte* payload);
   void finish(Op& op);
   std::byte* address(Op& op, const Region& r);
   std::byte* staging(std::size_t bytes);
@@ -272,20 +272,26 @@ bool GlooComm::issue(Op& op, std::int64_t id, const Step& s) {
 
 bool GlooComm::eager_send(Op& op, std::int64_t id, const Step& s, std::size_t bytes) {
   EagerOutbox& out = outbox_[s.peer];
-  EagerBlock b = blocks_->take();
-  const EagerHeader h{op.seq, op.sends_to[s.peer]++, static_cast<std::uint32_t>(bytes)};
-  std::memcpy(b.mem.get(), &h, sizeof h);
-  std::memcpy(b.mem.get() + sizeof h, address(op, s.src), bytes);
-  b.seq = op.seq;
-  try {
-    b.buf->send(s.peer, eager_slot(rank(), s.peer, out.next_index++), 0, sizeof h + bytes);
-  } catch (const std::exception& e) {
-    set_broken(
-        fmt::format("rank {}: lost rank {} in {}: {}", rank(), s.peer, where(op, id, s), e.what()),
-        false);
-    return false;
+  const std::uint32_t k = op.sends_to[s.peer]++;
+  const std::byte* src = address(op, s.src);
+  for (std::size_t offset = 0; offset < bytes; offset += blocks_->payload()) {
+    const std::size_t length = std::min(blocks_->payload(), bytes - offset);
+    EagerBlock b = blocks_->take();
+    const EagerHeader h{op.seq, k, static_cast<std::uint32_t>(bytes),
+                        static_cast<std::uint32_t>(offset), static_cast<std::uint32_t>(length)};
+    std::memcpy(b.mem.get(), &h, sizeof h);
+    std::memcpy(b.mem.get() + sizeof h, src + offset, length);
+    b.seq = op.seq;
+    try {
+      b.buf->send(s.peer, eager_slot(rank(), s.peer, out.next_index++), 0, sizeof h + length);
+    } catch (const std::exception& e) {
+      set_broken(fmt::format("rank {}: lost rank {} in {}: {}", rank(), s.peer, where(op, id, s),
+                             e.what()),
+                 false);
+      return false;
+    }
+    out.inflight.push_back(std::move(b));
   }
-  out.inflight.push_back(std::move(b));
   // A small send almost always completes inside send(); a waiter per send
   // would cost a wake-up on the critical path, so sent blocks are reclaimed
   // in batches.
@@ -304,18 +310,21 @@ bool GlooComm::eager_recv(Op& op, std::int64_t id, const Step& s) {
         false);
     return false;
   }
-  if (auto it = in.arrived.find(key); it != in.arrived.end()) {  // came before its step
-    EagerBlock b = std::move(it->second);
-    in.arrived.erase(it);
-    if (auto why = eager_mismatch(op, s, b.header(), s.peer); !why.empty()) {
+  std::size_t remaining = s.count() * op.esize;
+  auto [it, end] = in.arrived.equal_range(key);  // fragments that came before their step
+  while (it != end) {
+    const EagerHeader h = it->second.header();
+    if (auto why = eager_mismatch(op, s, h, s.peer); !why.empty()) {
       set_broken(std::move(why), false);
       return false;
     }
-    deliver(op, s, b.payload());
-    blocks_->give(std::move(b));
-    return true;
+    deliver(op, s, h, it->second.payload());
+    remaining -= h.length;
+    blocks_->give(std::move(it->second));
+    it = in.arrived.erase(it);
   }
-  in.expected.emplace(key, id);
+  if (remaining == 0) return true;
+  in.expected.emplace(key, EagerExpect{id, remaining});
   op.inflight.emplace(id, Transfer{s, nullptr, nullptr});
   if (!in.waiting) wait_inbox(s.peer, op.seq);
   return false;
@@ -389,9 +398,9 @@ void GlooComm::on_eager_arrival(const Completion& c, std::unique_lock<std::mutex
   if (!c.ok) {
     std::string at = "an eager receive";
     if (!in.expected.empty()) {
-      const auto& [key, id] = *in.expected.begin();
+      const auto& [key, expect] = *in.expected.begin();
       Op& op = *find_op(key.first);
-      at = where(op, id, op.inflight.at(id).step);
+      at = where(op, expect.step, op.inflight.at(expect.step).step);
     }
     set_broken(c.timed_out
                    ? fmt::format("rank {}: timed out after {} ms in {}, waiting for rank {}",
@@ -403,12 +412,11 @@ void GlooComm::on_eager_arrival(const Completion& c, std::unique_lock<std::mutex
   EagerBlock b = std::move(in.posted.front());
   in.posted.pop_front();
   const EagerHeader h = b.header();
-  const auto e = in.expected.find({h.seq, h.k});
-  if (e == in.expected.end()) {
-    in.arrived.emplace(EagerKey{h.seq, h.k}, std::move(b));  // before its step
+  const EagerKey key{h.seq, h.k};
+  if (auto e = in.expected.find(key); e == in.expected.end()) {
+    in.arrived.emplace(key, std::move(b));  // before its step
   } else {
-    const std::int64_t id = e->second;
-    in.expected.erase(e);
+    const std::int64_t id = e->second.step;
     Op& op = *find_op(h.seq);
     const Step s = op.inflight.at(id).step;
     if (auto why = eager_mismatch(op, s, h, peer); !why.empty()) {
@@ -416,16 +424,21 @@ void GlooComm::on_eager_arrival(const Completion& c, std::unique_lock<std::mutex
       return;
     }
     // As for a rendezvous receive: the step's regions are its own until it
-    // completes, so other completions proceed while this one copies.
+    // completes, so other completions (other fragments among them) proceed
+    // while this one copies.
     lock.unlock();
-    deliver(op, s, b.payload());
+    deliver(op, s, h, b.payload());
     lock.lock();
     if (closing_ || !broken_.empty()) return;
     blocks_->give(std::move(b));
-    op.inflight.erase(id);
-    op.runner->complete(id);
-    last_progress_ = Clock::now();
-    issue_ready(op);
+    e = in.expected.find(key);
+    if ((e->second.remaining -= h.length) == 0) {
+      in.expected.erase(e);
+      op.inflight.erase(id);
+      op.runner->complete(id);
+      last_progress_ = Clock::now();
+      issue_ready(op);
+    }
   }
   // Keep kEagerPosted ahead; after the steps this message let go were issued.
   try {
@@ -440,19 +453,22 @@ void GlooComm::on_eager_arrival(const Completion& c, std::unique_lock<std::mutex
 std::string GlooComm::eager_mismatch(const Op& op, const Step& s, const EagerHeader& h,
                                      int from) const {
   const std::size_t bytes = s.count() * op.esize;
-  if (h.bytes == bytes) return {};
+  if (h.bytes == bytes && h.offset % op.esize == 0 && h.length % op.esize == 0 &&
+      std::size_t{h.offset} + h.length <= bytes)
+    return {};
   return fmt::format(
       "rank {}: message {} of {} #{} from rank {} has {} bytes where step {} expects {}: do all "
       "ranks run the same collective with the same count and dtype?",
       rank(), h.k, collective_name(op.call.shape.kind), op.seq, from, h.bytes, describe(s), bytes);
 }
 
-void GlooComm::deliver(Op& op, const Step& s, const std::byte* payload) {
+void GlooComm::deliver(Op& op, const Step& s, const EagerHeader& h, const std::byte* payload) {
+  std::byte* dst = address(op, s.dst) + h.offset;
   if (s.kind == StepKind::kRecvReduce)
-    reduce(address(op, s.dst), address(op, s.src), payload, s.dst.count, op.call.dtype,
+    reduce(dst, address(op, s.src) + h.offset, payload, h.length / op.esize, op.call.dtype,
            step_op(op.call.op));
   else
-    copy_bytes(address(op, s.dst), payload, s.count() * op.esize);
+    copy_bytes(dst, payload, h.length);
 }
 
 Op* GlooComm::find_op(std::uint64_t seq) {

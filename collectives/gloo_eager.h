@@ -40,11 +40,18 @@ inline constexpr int kEagerPosted = 8;
 inline constexpr std::size_t kEagerReclaimAt = 16;
 inline constexpr std::size_t kEagerReclaimTo = 4;
 
-// At the start of every eager message.
+// A message larger than this goes as fragments of this size (the payload of
+// a block), each an eager message of its own: the receiver reduces one while
+// the next arrives, and its blocks stay small.
+inline constexpr std::size_t kEagerFragmentBytes = 128 << 10;
+
+// At the start of every eager message (a fragment of the k-th message).
 struct EagerHeader {
-  std::uint64_t seq = 0;    // the collective
-  std::uint32_t k = 0;      // its k-th message from this sender to this receiver
-  std::uint32_t bytes = 0;  // payload that follows
+  std::uint64_t seq = 0;     // the collective
+  std::uint32_t k = 0;       // its k-th message from this sender to this receiver
+  std::uint32_t bytes = 0;   // the whole message
+  std::uint32_t offset = 0;  // of this fragment's payload in the message
+  std::uint32_t length = 0;  // of this fragment's payload, which follows
 };
 
 // Memory for one eager message and the Gloo buffer over it.
@@ -68,6 +75,7 @@ class EagerBlocks {
   EagerBlock take();
   void give(EagerBlock b) { spare_.push_back(std::move(b)); }
   std::size_t size() const { return size_; }
+  std::size_t payload() const { return size_ - sizeof(EagerHeader); }
 
  private:
   gloo::Context& context_;
@@ -75,15 +83,21 @@ class EagerBlocks {
   std::vector<EagerBlock> spare_;
 };
 
+// A receive step waiting for (the rest of) its message.
+struct EagerExpect {
+  std::int64_t step = 0;
+  std::size_t remaining = 0;  // payload bytes not yet delivered
+};
+
 // What arrives from one peer: posted receives in message order (the front is
-// the next to arrive), messages that came before their step, and the steps
+// the next to arrive), fragments that came before their step, and the steps
 // waiting for theirs.
 struct EagerInbox {
   std::deque<EagerBlock> posted;
-  std::uint32_t next_index = 0;  // message number of the next receive to post
-  std::map<EagerKey, EagerBlock> arrived;
-  std::map<EagerKey, std::int64_t> expected;  // step id by message
-  bool waiting = false;                       // a wait is on posted.front()
+  std::uint32_t next_index = 0;  // eager message number of the next receive to post
+  std::multimap<EagerKey, EagerBlock> arrived;
+  std::map<EagerKey, EagerExpect> expected;
+  bool waiting = false;  // a wait is on posted.front()
 };
 
 // What is being sent to one peer: sends not yet complete, in order (Gloo

@@ -107,6 +107,27 @@ TEST(GlooEager, EveryAlgorithmMatchesANaiveSumEitherSideOfTheLimit) {
   }
 }
 
+TEST(GlooEager, LargeMessagesGoAsFragments) {
+  // A 1 MiB limit: messages above one fragment (128 KiB) go in pieces, the
+  // last one short; 300000 floats (1.2 MB) are above the limit.
+  const std::vector<std::size_t> counts = {32768, 32769, 100000, 262144, 300000};
+  for (int n : {2, 3}) {
+    std::vector<int> wrong(n, 0);
+    expect_all_ok(run_ranks(n, 1 << 20, [&](Communicator& comm) {
+      for (Algorithm a : algorithms_for(CollectiveKind::kAllReduce))
+        for (std::size_t count : counts) {
+          AlgoConfig algo;
+          algo.algo = a;
+          const auto in = input(comm.rank(), count);
+          std::vector<float> out(count, -1.0f);
+          comm.allreduce(in.data(), out.data(), count, DataType::kF32, ReduceOp::kSum, algo);
+          wrong[comm.rank()] += out != naive_sum(n, count);
+        }
+    }));
+    EXPECT_EQ(wrong, std::vector<int>(n, 0)) << n << " ranks";
+  }
+}
+
 TEST(GlooEager, MessagesThatArriveBeforeTheirStepIsIssued) {
   // After a first call (which posts the receives ahead), rank 1 starts late:
   // rank 0's messages of several collectives are there before rank 1 has

@@ -19,8 +19,8 @@
 
 namespace cclab::coll {
 
-// The largest GlooOptions::eager_bytes: each peer a rank hears from holds
-// kEagerPosted (8) receive blocks of this size.
+// The largest GlooOptions::eager_bytes. Blocks are at most 128 KiB (larger
+// messages go as fragments): a rank keeps 8 posted per peer it hears from.
 inline constexpr std::size_t kGlooMaxEagerBytes = 16u << 20;
 
 // The Gloo transport the pairs use.
@@ -43,7 +43,7 @@ struct GlooOptions {
   // Messages up to this many bytes go eagerly (see gloo_eager.h): copied into
   // receives posted ahead, one way, instead of Gloo's rendezvous; 0: never;
   // at most kGlooMaxEagerBytes. Every rank must use the same value.
-  std::size_t eager_bytes = 64 << 10;
+  std::size_t eager_bytes = 256 << 10;
   // What chose the transport (a flag or variable), named in its errors.
   std::string transport_what = "transport";
 };
