@@ -303,6 +303,7 @@ bool GlooComm::eager_recv(Op& op, std::int64_t id, const Step& s) {
   EagerInbox& in = inbox_[s.peer];
   const EagerKey key{op.seq, op.recvs_from[s.peer]++};
   try {
+    if (!in.error.empty()) throw Error(in.error);
     if (in.posted.empty()) post_eager(s.peer, kEagerPosted);  // the first from this peer
   } catch (const std::exception& e) {
     set_broken(
@@ -324,7 +325,7 @@ bool GlooComm::eager_recv(Op& op, std::int64_t id, const Step& s) {
     it = in.arrived.erase(it);
   }
   if (remaining == 0) return true;
-  in.expected.emplace(key, EagerExpect{id, remaining});
+  in.expected.emplace(key, EagerExpect{id, remaining, 0});
   op.inflight.emplace(id, Transfer{s, nullptr, nullptr});
   if (!in.waiting) wait_inbox(s.peer, op.seq);
   return false;
@@ -423,6 +424,13 @@ void GlooComm::on_eager_arrival(const Completion& c, std::unique_lock<std::mutex
       set_broken(std::move(why), false);
       return;
     }
+    // Before unlocking: a step whose last fragment is here waits for nothing
+    // more, so no other thread may start a wait on its behalf (a wait for a
+    // message that only a later collective sends).
+    ++e->second.delivering;
+    if ((e->second.to_arrive -= h.length) == 0) {
+      in.finishing.insert(in.expected.extract(e));
+    }
     // As for a rendezvous receive: the step's regions are its own until it
     // completes, so other completions (other fragments among them) proceed
     // while this one copies.
@@ -431,23 +439,35 @@ void GlooComm::on_eager_arrival(const Completion& c, std::unique_lock<std::mutex
     lock.lock();
     if (closing_ || !broken_.empty()) return;
     blocks_->give(std::move(b));
-    e = in.expected.find(key);
-    if ((e->second.remaining -= h.length) == 0) {
-      in.expected.erase(e);
-      op.inflight.erase(id);
-      op.runner->complete(id);
-      last_progress_ = Clock::now();
-      issue_ready(op);
+    if (auto f = in.finishing.find(key); f != in.finishing.end()) {
+      if (--f->second.delivering == 0) {
+        in.finishing.erase(f);
+        op.inflight.erase(id);
+        op.runner->complete(id);
+        last_progress_ = Clock::now();
+        issue_ready(op);
+      }
+    } else {
+      --in.expected.at(key).delivering;  // more fragments to come
     }
   }
   // Keep kEagerPosted ahead; after the steps this message let go were issued.
+  // A peer that has finished and closed is no error until a step needs it.
   try {
-    post_eager(peer, 1);
+    if (in.error.empty()) post_eager(peer, 1);
   } catch (const std::exception& e) {
-    set_broken(fmt::format("rank {}: lost rank {}: {}", rank(), peer, e.what()), false);
+    in.error = e.what();
+  }
+  if (in.expected.empty() || in.waiting) return;
+  if (in.posted.empty()) {  // nothing more can come
+    const auto& [key, expect] = *in.expected.begin();
+    Op& op = *find_op(key.first);
+    set_broken(fmt::format("rank {}: lost rank {} in {}: {}", rank(), peer,
+                           where(op, expect.step, op.inflight.at(expect.step).step), in.error),
+               false);
     return;
   }
-  if (!in.expected.empty() && !in.waiting) wait_inbox(peer, in.expected.begin()->first.first);
+  wait_inbox(peer, in.expected.begin()->first.first);
 }
 
 std::string GlooComm::eager_mismatch(const Op& op, const Step& s, const EagerHeader& h,

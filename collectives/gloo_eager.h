@@ -21,6 +21,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -86,18 +87,23 @@ class EagerBlocks {
 // A receive step waiting for (the rest of) its message.
 struct EagerExpect {
   std::int64_t step = 0;
-  std::size_t remaining = 0;  // payload bytes not yet delivered
+  std::size_t to_arrive = 0;  // payload bytes that have not arrived
+  int delivering = 0;         // fragments being copied out now
 };
 
 // What arrives from one peer: posted receives in message order (the front is
-// the next to arrive), fragments that came before their step, and the steps
-// waiting for theirs.
+// the next to arrive), fragments that came before their step, the steps
+// waiting for theirs (someone must wait on the inbox while there are any),
+// and the steps whose fragments have all arrived but are still being copied
+// out (no reason to wait).
 struct EagerInbox {
   std::deque<EagerBlock> posted;
   std::uint32_t next_index = 0;  // eager message number of the next receive to post
   std::multimap<EagerKey, EagerBlock> arrived;
   std::map<EagerKey, EagerExpect> expected;
+  std::map<EagerKey, EagerExpect> finishing;
   bool waiting = false;  // a wait is on posted.front()
+  std::string error;     // why a receive could not be posted (the pair is closed)
 };
 
 // What is being sent to one peer: sends not yet complete, in order (Gloo

@@ -205,6 +205,33 @@ TEST(GlooEager, RanksThatDisagreeOnTheSizeGetAnErrorNotWrongData) {
   }
 }
 
+TEST(GlooEager, ManyChunkedCallsLeaveNoWaitForALaterCollective) {
+  // A regression test: a step whose last fragment was being copied out still
+  // looked as if it waited for a message, so another thread started a wait on
+  // its behalf; the rank's own thread could take that wait and block on a
+  // message only the next collective sends: with that bug this test hung in
+  // one run of four. Every call is checked as well.
+  std::vector<int> wrong(3, 0);
+  for (int rep = 0; rep < 8; ++rep)
+    expect_all_ok(run_ranks(
+        3, 4096,
+        [&](Communicator& comm) {
+          for (int it = 0; it < 50; ++it)
+            for (Algorithm a : algorithms_for(CollectiveKind::kAllReduce))
+              for (std::size_t count : {1000, 1025}) {
+                AlgoConfig algo;
+                algo.algo = a;
+                algo.chunks = 2;
+                const auto in = input(comm.rank(), count, it);
+                std::vector<float> out(count, -1.0f);
+                comm.allreduce(in.data(), out.data(), count, DataType::kF32, ReduceOp::kSum, algo);
+                wrong[comm.rank()] += out != naive_sum(3, count, it);
+              }
+        },
+        std::chrono::seconds(10)));
+  EXPECT_EQ(wrong, (std::vector<int>{0, 0, 0}));
+}
+
 TEST(GlooEager, TheLimitIsChecked) {
   GlooOptions o;
   o.eager_bytes = kGlooMaxEagerBytes + 1;
