@@ -2,7 +2,9 @@
 // transport. Ranks meet through a Gloo store (a file store on a shared
 // directory or a Redis server), connect a full mesh of TCP pairs, and then
 // run every schedule's sends and receives as Gloo unbound-buffer transfers,
-// several in flight at once. Built only when Gloo is found (CCLAB_HAVE_GLOO).
+// several in flight at once: messages up to GlooOptions::eager_bytes into
+// receives posted ahead (one way), larger ones through Gloo's rendezvous.
+// Built only when Gloo is found (CCLAB_HAVE_GLOO).
 //
 // The ibverbs transport is selectable where Gloo has it, but the executor
 // needs unbound buffers, which Gloo's ibverbs transport does not implement
