@@ -19,6 +19,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <gloo/context.h>
@@ -146,6 +147,19 @@ class GlooComm final : public Communicator {
   }
   // Records the first error (under mu_) and wakes the rank's thread to throw it.
   void set_broken(std::string msg, bool timeout);
+  // set_broken for a pair that failed (`what`: Gloo's message) in `at`.
+  void lost(int peer, const std::string& at, std::string_view what) {
+    set_broken(fmt::format("rank {}: lost rank {} in {}: {}", rank(), peer, at, what), false);
+  }
+  // set_broken for a wait on `peer` in `at` that timed out or failed.
+  void wait_failed(const Completion& c, int peer, const std::string& at) {
+    if (!c.timed_out) return lost(peer, at, c.error);
+    set_broken(fmt::format("rank {}: timed out after {} ms in {}, waiting for rank {}", rank(),
+                           timeout().count(), at, peer),
+               true);
+  }
+  // The step an inbox's first waiting message is for, for error messages.
+  std::string inbox_at(const EagerInbox& in);
   // Unblocks every wait on a transfer in flight (it returns "aborted").
   void abort_waits();
   Op* find_op(std::uint64_t seq);
@@ -260,9 +274,7 @@ bool GlooComm::issue(Op& op, std::int64_t id, const Step& s) {
       t.buf->recv(s.peer, slot(op.seq, s.peer, rank(), op.recvs_from[s.peer]++));
     }
   } catch (const std::exception& e) {  // the pair to that peer is already broken
-    set_broken(
-        fmt::format("rank {}: lost rank {} in {}: {}", rank(), s.peer, where(op, id, s), e.what()),
-        false);
+    lost(s.peer, where(op, id, s), e.what());
     return false;  // never completes; wait() throws the error
   }
   waiters_.submit({t.buf.get(), s.kind != StepKind::kSend, op.seq, id});
@@ -285,9 +297,7 @@ bool GlooComm::eager_send(Op& op, std::int64_t id, const Step& s, std::size_t by
     try {
       b.buf->send(s.peer, eager_slot(rank(), s.peer, out.next_index++), 0, sizeof h + length);
     } catch (const std::exception& e) {
-      set_broken(fmt::format("rank {}: lost rank {} in {}: {}", rank(), s.peer, where(op, id, s),
-                             e.what()),
-                 false);
+      lost(s.peer, where(op, id, s), e.what());
       return false;
     }
     out.inflight.push_back(std::move(b));
@@ -306,9 +316,7 @@ bool GlooComm::eager_recv(Op& op, std::int64_t id, const Step& s) {
     if (!in.error.empty()) throw Error(in.error);
     if (in.posted.empty()) post_eager(s.peer, kEagerPosted);  // the first from this peer
   } catch (const std::exception& e) {
-    set_broken(
-        fmt::format("rank {}: lost rank {} in {}: {}", rank(), s.peer, where(op, id, s), e.what()),
-        false);
+    lost(s.peer, where(op, id, s), e.what());
     return false;
   }
   std::size_t remaining = s.count() * op.esize;
@@ -396,20 +404,7 @@ void GlooComm::on_eager_arrival(const Completion& c, std::unique_lock<std::mutex
   const int peer = c.eager_peer;
   EagerInbox& in = inbox_[peer];
   in.waiting = false;
-  if (!c.ok) {
-    std::string at = "an eager receive";
-    if (!in.expected.empty()) {
-      const auto& [key, expect] = *in.expected.begin();
-      Op& op = *find_op(key.first);
-      at = where(op, expect.step, op.inflight.at(expect.step).step);
-    }
-    set_broken(c.timed_out
-                   ? fmt::format("rank {}: timed out after {} ms in {}, waiting for rank {}",
-                                 rank(), timeout().count(), at, peer)
-                   : fmt::format("rank {}: lost rank {} in {}: {}", rank(), peer, at, c.error),
-               c.timed_out);
-    return;
-  }
+  if (!c.ok) return wait_failed(c, peer, inbox_at(in));
   EagerBlock b = std::move(in.posted.front());
   in.posted.pop_front();
   const EagerHeader h = b.header();
@@ -459,15 +454,15 @@ void GlooComm::on_eager_arrival(const Completion& c, std::unique_lock<std::mutex
     in.error = e.what();
   }
   if (in.expected.empty() || in.waiting) return;
-  if (in.posted.empty()) {  // nothing more can come
-    const auto& [key, expect] = *in.expected.begin();
-    Op& op = *find_op(key.first);
-    set_broken(fmt::format("rank {}: lost rank {} in {}: {}", rank(), peer,
-                           where(op, expect.step, op.inflight.at(expect.step).step), in.error),
-               false);
-    return;
-  }
+  if (in.posted.empty()) return lost(peer, inbox_at(in), in.error);  // nothing more can come
   wait_inbox(peer, in.expected.begin()->first.first);
+}
+
+std::string GlooComm::inbox_at(const EagerInbox& in) {
+  if (in.expected.empty()) return "an eager receive";
+  const auto& [key, expect] = *in.expected.begin();
+  Op& op = *find_op(key.first);
+  return where(op, expect.step, op.inflight.at(expect.step).step);
 }
 
 std::string GlooComm::eager_mismatch(const Op& op, const Step& s, const EagerHeader& h,
@@ -512,15 +507,7 @@ void GlooComm::on_completion(const Completion& c) {
   auto t = op.inflight.find(c.step_id);
   CCLAB_CHECK(t != op.inflight.end(), "completion of a step not in flight");
   const Step s = t->second.step;
-  if (!c.ok) {
-    const auto at = where(op, c.step_id, s);
-    set_broken(c.timed_out
-                   ? fmt::format("rank {}: timed out after {} ms in {}, waiting for rank {}",
-                                 rank(), timeout().count(), at, s.peer)
-                   : fmt::format("rank {}: lost rank {} in {}: {}", rank(), s.peer, at, c.error),
-               c.timed_out);
-    return;
-  }
+  if (!c.ok) return wait_failed(c, s.peer, where(op, c.step_id, s));
   if (s.kind == StepKind::kRecvReduce) {
     // The step's regions belong to it until it completes: reduce unlocked, so
     // other transfers' completions proceed meanwhile.
