@@ -58,7 +58,10 @@ std::vector<std::string> run_ranks(int n, std::size_t eager_bytes, const Body& b
   return errors;
 }
 
-// Rank r's input: distinct small integers, so float sums are exact.
+// Rank r's input: small integers, so float sums are exact. Not test_util.h's
+// input_value: its values repeat every 5 elements, and here `salt` must make
+// the 40 collectives in flight together carry different data, so that a
+// message delivered to the wrong one shows.
 std::vector<float> input(int rank, std::size_t count, int salt = 0) {
   std::vector<float> v(count);
   for (std::size_t i = 0; i < count; ++i)
