@@ -65,7 +65,8 @@ endfunction()
 # CTest include file that runs after gtest's own one. FILTER selects a subset
 # of the binary's tests, so one binary can be called several times with
 # different labels (the filters must not overlap). PROPERTIES (single values
-# only, same limitation) are passed on.
+# only, same limitation) are passed on. A binary with tests labelled `tsan`
+# joins the target cclab_tsan_tests, which is all the tsan preset builds.
 function(cclab_discover_tests target)
   cmake_parse_arguments(PARSE_ARGV 1 arg "" "FILTER" "LABELS;PROPERTIES")
   if(NOT arg_LABELS)
@@ -89,4 +90,10 @@ function(cclab_discover_tests target)
     "endif()\n")
   # Appended after the include file gtest_discover_tests() just registered.
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${labels_file}")
+  if("tsan" IN_LIST arg_LABELS)
+    if(NOT TARGET cclab_tsan_tests)
+      add_custom_target(cclab_tsan_tests)
+    endif()
+    add_dependencies(cclab_tsan_tests ${target})
+  endif()
 endfunction()
