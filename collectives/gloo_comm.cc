@@ -312,12 +312,15 @@ bool GlooComm::eager_send(Op& op, std::int64_t id, const Step& s, std::size_t by
 bool GlooComm::eager_recv(Op& op, std::int64_t id, const Step& s) {
   EagerInbox& in = inbox_[s.peer];
   const EagerKey key{op.seq, op.recvs_from[s.peer]++};
-  try {
-    if (!in.error.empty()) throw Error(in.error);
-    if (in.posted.empty()) post_eager(s.peer, kEagerPosted);  // the first from this peer
-  } catch (const std::exception& e) {
-    lost(s.peer, where(op, id, s), e.what());
-    return false;
+  // A peer that has closed (in.error) may still have sent this message: it
+  // may wait in the stash or in a receive posted before it closed.
+  if (in.posted.empty() && in.error.empty()) {  // the first from this peer
+    try {
+      post_eager(s.peer, kEagerPosted);
+    } catch (const std::exception& e) {
+      lost(s.peer, where(op, id, s), e.what());
+      return false;
+    }
   }
   std::size_t remaining = s.count() * op.esize;
   auto [it, end] = in.arrived.equal_range(key);  // fragments that came before their step
@@ -333,6 +336,10 @@ bool GlooComm::eager_recv(Op& op, std::int64_t id, const Step& s) {
     it = in.arrived.erase(it);
   }
   if (remaining == 0) return true;
+  if (in.posted.empty()) {  // nothing more can come
+    lost(s.peer, where(op, id, s), in.error);
+    return false;
+  }
   in.expected.emplace(key, EagerExpect{id, remaining, 0});
   op.inflight.emplace(id, Transfer{s, nullptr, nullptr});
   if (!in.waiting) wait_inbox(s.peer, op.seq);
