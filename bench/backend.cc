@@ -92,6 +92,7 @@ class GlooBackend final : public Backend {
     g.timeout = o.timeout;
     set_transport(o.transport, env, g);
     if (o.eager_bytes) g.eager_bytes = *o.eager_bytes;
+    if (o.batch_loop_thread) g.batch_loop_thread = *o.batch_loop_thread;
     // Before Gloo starts its threads, so that they inherit the core.
     if (o.pin) pin_to_core(id.rank);
     comm_ = coll::make_gloo_communicator(g);

@@ -68,6 +68,7 @@ struct BackendOptions {
   bool pin = false;        // --pin: rank r runs on core r % cores
   std::string transport;   // --transport (gloo); empty: CCLAB_TRANSPORT, else tcp
   std::optional<std::uint64_t> eager_bytes;  // --eager (gloo); none: the default
+  std::optional<bool> batch_loop_thread;     // --loop-thread (gloo); none: the default
 };
 
 // The gloo backend's transports: "tcp, ibverbs" (ibverbs is checked when used).

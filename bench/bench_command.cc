@@ -37,6 +37,9 @@ void add_run_options(CLI::App& cmd, BenchFlags& f) {
   cmd.add_option("--eager", f.eager,
                  "--backend gloo: messages up to this size (e.g. 64K; 0: none) skip Gloo's "
                  "rendezvous, copied into receives posted ahead (default: 256K)");
+  cmd.add_option("--loop-thread", f.loop_thread,
+                 "--backend gloo: scheduling policy of Gloo's TCP loop thread, batch (no wake-up "
+                 "preemption; default) or normal (Gloo's own)");
   cmd.add_option("--timeout-ms", f.timeout_ms, "Timeout of every wait, in ms")
       ->capture_default_str();
 }
@@ -132,6 +135,7 @@ int run_bench(BenchConfig config, std::ostream& out, std::ostream& err, const Be
   options.bind = flags.bind;
   options.transport = flags.transport;
   options.eager_bytes = config.eager_bytes;
+  options.batch_loop_thread = config.batch_loop_thread;
   options.pin = config.pin;
   auto backend = make_backend(config.backend, options);
   // Without --group-size, `hier` groups the ranks that share a host.

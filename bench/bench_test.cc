@@ -376,6 +376,16 @@ TEST(Report, TableColumnsAndJsonRecord) {
   for (const char* key : {"compiler", "build_type", "git_commit"})
     EXPECT_TRUE(record["build"].contains(key)) << key;
   EXPECT_EQ(record["date"].get<std::string>().size(), 20u);  // 2024-05-01T12:00:00Z
+  EXPECT_TRUE(record["config"]["eager_bytes"].is_null()) << "threads: no gloo settings";
+  EXPECT_TRUE(record["config"]["loop_thread"].is_null());
+}
+
+TEST(Report, JsonRecordsTheGlooSettingsGiven) {
+  BenchFlags f;
+  f.backend = "gloo", f.eager = "64K", f.loop_thread = "normal";
+  const auto record = to_json(resolve(f), {});
+  EXPECT_EQ(record["config"]["eager_bytes"], 65536);
+  EXPECT_EQ(record["config"]["loop_thread"], "normal");
 }
 
 }  // namespace

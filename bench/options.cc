@@ -188,6 +188,15 @@ BenchConfig resolve(const BenchFlags& f) {
                                      "to disable, up to {})",
                                      f.eager, coll::kGlooMaxEagerBytes, coll::kGlooMaxEagerBytes));
   }
+  if (!f.loop_thread.empty()) {
+    if (c.backend != "gloo")
+      invalid("--loop-thread",
+              fmt::format("applies to --backend gloo only (got --backend {})", c.backend));
+    if (f.loop_thread != "batch" && f.loop_thread != "normal")
+      invalid("--loop-thread",
+              fmt::format("unknown policy '{}' (allowed: batch, normal)", f.loop_thread));
+    c.batch_loop_thread = f.loop_thread == "batch";
+  }
   c.ranks = at_least(f.ranks, 1, "--ranks");
   c.coll = coll::parse_collective(f.coll, "--coll");
   resolve_sizes(f, c);

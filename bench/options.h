@@ -38,12 +38,13 @@ struct BenchFlags {
   std::string inner = "ring";
   int timeout_ms = 30000;
   std::string json_path;
-  std::string rendezvous;  // process backends
-  std::string bind;        // process backends
-  std::string transport;   // gloo: tcp or ibverbs; empty: CCLAB_TRANSPORT, else tcp
-  std::string eager;       // gloo: eager limit in bytes (units allowed); empty: the default
-  bool compare = false;    // a summary line per size: our best vs the best peer
-  bool pin = false;        // rank r on core r % cores
+  std::string rendezvous;   // process backends
+  std::string bind;         // process backends
+  std::string transport;    // gloo: tcp or ibverbs; empty: CCLAB_TRANSPORT, else tcp
+  std::string eager;        // gloo: eager limit in bytes (units allowed); empty: the default
+  std::string loop_thread;  // gloo: batch or normal; empty: the default
+  bool compare = false;     // a summary line per size: our best vs the best peer
+  bool pin = false;         // rank r on core r % cores
 };
 
 // A validated sweep configuration.
@@ -72,6 +73,7 @@ struct BenchConfig {
   bool compare = false;
   bool pin = false;
   std::optional<std::uint64_t> eager_bytes;  // gloo: --eager; none: GlooOptions' default
+  std::optional<bool> batch_loop_thread;     // gloo: --loop-thread; none: GlooOptions' default
   std::string placement;  // the backend's note on where ranks run (GPU backends), else ""
   // Why the mpi peer cannot run in this process (empty: it can); run_bench
   // fills it from its MpiSession (see mpi_peer.h) before the sweep.

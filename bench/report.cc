@@ -86,6 +86,11 @@ nlohmann::json config_json(const BenchConfig& c) {
   std::vector<std::string> algos;
   for (auto a : c.algos) algos.emplace_back(coll::algorithm_name(a));
   for (const auto& p : c.peers) algos.push_back(p);
+  // gloo only; null: the backend's default (or not gloo).
+  const nlohmann::json eager = c.eager_bytes ? nlohmann::json(*c.eager_bytes) : nlohmann::json();
+  const nlohmann::json loop = c.batch_loop_thread
+                                  ? nlohmann::json(*c.batch_loop_thread ? "batch" : "normal")
+                                  : nlohmann::json();
   return {{"backend", c.backend},
           {"ranks", c.ranks},
           {"coll", coll::collective_name(c.coll)},
@@ -107,6 +112,8 @@ nlohmann::json config_json(const BenchConfig& c) {
           {"timeout_ms", c.timeout.count()},
           {"json", c.json_path},
           {"pin", c.pin},
+          {"eager_bytes", eager},
+          {"loop_thread", loop},
           {"placement", c.placement}};
 }
 

@@ -1,14 +1,20 @@
-// Parts of the gloo backend that need no peers: host grouping for hier, and
-// what the transports can and cannot do on this machine.
+// Parts of the gloo backend that need no peers: host grouping for hier, what
+// the transports can and cannot do on this machine, and the scheduling policy
+// of Gloo's loop thread.
 #include "gloo_comm.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
 
 #include <gloo/config.h>
 #include <gloo/transport/context.h>
 #include <gloo/transport/tcp/device.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <unistd.h>
 #if GLOO_HAVE_TRANSPORT_IBVERBS
 #include <gloo/transport/ibverbs/context.h>
@@ -87,6 +93,56 @@ TEST(GlooTransport, IbverbsWithoutAnRdmaDeviceFailsBeforeTheRendezvous) {
   EXPECT_FALSE(std::filesystem::exists(dir)) << "the store was opened before the device check";
 }
 #endif
+
+// The scheduling policy of each thread of this process, by thread id, as the
+// kernel reports it (field 41 of /proc/self/task/<tid>/stat).
+std::map<int, int> thread_policies() {
+  std::map<int, int> policies;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream in(task.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto name_end = stat.rfind(')');  // the thread's name may hold spaces
+    if (name_end == std::string::npos) continue;
+    std::istringstream fields(stat.substr(name_end + 2));  // from field 3
+    std::string field;
+    for (int i = 3; i <= 41 && fields >> field; ++i)
+      if (i == 41) policies[std::stoi(task.path().filename().string())] = std::stoi(field);
+  }
+  return policies;
+}
+
+// The policies of the threads a one-rank communicator started (batch_loop as given).
+std::vector<int> policies_of_new_threads(bool batch_loop) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("cclab_loop_policy_test_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  GlooOptions o;
+  o.rendezvous = parse_rendezvous("file:" + dir.string(), "test");
+  o.host = "127.0.0.1";
+  o.batch_loop_thread = batch_loop;
+  const auto before = thread_policies();
+  auto comm = make_gloo_communicator(o);
+  std::vector<int> started;
+  for (const auto& [tid, policy] : thread_policies())
+    if (!before.count(tid)) started.push_back(policy);
+  comm.reset();
+  std::filesystem::remove_all(dir);
+  return started;
+}
+
+TEST(GlooLoopThread, StartsUnderSchedBatchAndTheCallerKeepsItsPolicy) {
+  ASSERT_EQ(sched_getscheduler(0), SCHED_OTHER) << "the test needs to start under SCHED_OTHER";
+  const auto started = policies_of_new_threads(true);
+  ASSERT_FALSE(started.empty()) << "Gloo's TCP device starts a loop thread";
+  EXPECT_NE(std::find(started.begin(), started.end(), SCHED_BATCH), started.end());
+  EXPECT_EQ(sched_getscheduler(0), SCHED_OTHER) << "the caller's policy was not restored";
+}
+
+TEST(GlooLoopThread, KeepsGloosDefaultPolicyWhenAskedTo) {
+  const auto started = policies_of_new_threads(false);
+  ASSERT_FALSE(started.empty());
+  EXPECT_EQ(std::count(started.begin(), started.end(), SCHED_BATCH), 0);
+}
 
 }  // namespace
 }  // namespace cclab::coll::detail

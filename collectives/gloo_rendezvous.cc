@@ -3,6 +3,7 @@
 // rank's address, or ibverbs where it can serve), and a full mesh of pairs
 // connected through the store.
 #include <filesystem>
+#include <optional>
 #include <system_error>
 
 #include <fmt/format.h>
@@ -18,6 +19,7 @@
 #if GLOO_HAVE_TRANSPORT_IBVERBS
 #include <gloo/transport/ibverbs/device.h>
 #endif
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -69,10 +71,38 @@ std::string missing_ranks(gloo::rendezvous::Store& store, int size) {
   return fmt::format("{}", fmt::join(missing, ", "));
 }
 
-std::shared_ptr<gloo::transport::Device> make_tcp_device(const std::string& host) {
+// While alive, the calling thread runs under SCHED_BATCH, and so does every
+// thread it starts (Linux threads inherit their creator's policy); then the
+// thread gets its own policy back. Tuning only: where the policy cannot be
+// changed, nothing is.
+class BatchPolicyForNewThreads {
+ public:
+  BatchPolicyForNewThreads() {
+    policy_ = sched_getscheduler(0);
+    if (policy_ != SCHED_OTHER || sched_getparam(0, &param_) != 0) return;
+    const sched_param batch{};
+    changed_ = sched_setscheduler(0, SCHED_BATCH, &batch) == 0;
+  }
+  ~BatchPolicyForNewThreads() {
+    if (changed_) sched_setscheduler(0, policy_, &param_);
+  }
+  BatchPolicyForNewThreads(const BatchPolicyForNewThreads&) = delete;
+  BatchPolicyForNewThreads& operator=(const BatchPolicyForNewThreads&) = delete;
+
+ private:
+  int policy_ = -1;
+  sched_param param_{};
+  bool changed_ = false;
+};
+
+// A TCP device; its loop thread under SCHED_BATCH when `batch_loop`
+// (GlooOptions::batch_loop_thread says why).
+std::shared_ptr<gloo::transport::Device> make_tcp_device(const std::string& host, bool batch_loop) {
   gloo::transport::tcp::attr attr;
   attr.hostname = host;
   try {
+    std::optional<BatchPolicyForNewThreads> batch;
+    if (batch_loop) batch.emplace();
     return gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& e) {
     throw IoError(fmt::format("gloo: cannot bind a TCP device to '{}': {}", host, e.what()));
@@ -162,7 +192,8 @@ std::unique_ptr<Communicator> make_gloo_communicator(const GlooOptions& o) {
   // The device first: a transport that cannot serve fails before the store is touched.
   world->device = o.transport == GlooTransport::kIbverbs
                       ? detail::make_ibverbs_device(o.transport_what)
-                      : detail::make_tcp_device(o.host.empty() ? detail::hostname() : o.host);
+                      : detail::make_tcp_device(o.host.empty() ? detail::hostname() : o.host,
+                                                o.batch_loop_thread);
   world->store = detail::open_store(o.rendezvous);
   auto ctx = detail::connect(*world, o.prefix, o.rank, o.world_size, o.timeout);
   return detail::make_gloo_comm(std::move(world), std::move(ctx), o.prefix, o.timeout,
