@@ -6,12 +6,17 @@
 //  - kRecvReduce: recv into the rank's staging arena, then reduce into the
 //    destination when the transfer completes (so the reduction of one chunk
 //    overlaps the transfer of the next).
-// The k-th message of a collective from rank a to rank b uses slot
-// (seq, a<b, k) on both sides, which gives the schedule's FIFO matching per
-// ordered pair while any number of transfers are in flight. Completions are
-// handled on the thread that waited for them (gloo_waiter.h), under the
-// communicator's mutex; the StepRunner decides what to issue next. The rank's
-// thread only sleeps until its collective is complete or has failed.
+// A message above kSegmentBytes goes as segments of that size, each a Gloo
+// transfer of its own on the step's one buffer, completed in order; a
+// receive that reduces stages kStagedSegments of them at a time and posts the
+// next into a segment's staging once it is reduced, so its staging stays in
+// cache instead of growing to the message. The k-th message (segment) of a
+// collective from rank a to rank b uses slot (seq, a<b, k) on both sides,
+// which gives the schedule's FIFO matching per ordered pair while any number
+// of transfers are in flight. Completions are handled on the thread that
+// waited for them (gloo_waiter.h), under the communicator's mutex; the
+// StepRunner decides what to issue next. The rank's thread only sleeps until
+// its collective is complete or has failed.
 #include "gloo_comm.h"
 
 #include <algorithm>
@@ -36,10 +41,26 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+inline constexpr std::size_t kSegmentBytes = 1 << 20;
+inline constexpr std::size_t kStagedSegments = 4;
+
+std::size_t segments_of(std::size_t bytes) {
+  return std::max<std::size_t>(1, (bytes + kSegmentBytes - 1) / kSegmentBytes);
+}
+
 struct Transfer {
   Step step;
   std::unique_ptr<gloo::transport::UnboundBuffer> buf;  // null: an eager receive
   std::byte* staging = nullptr;                         // kRecvReduce only
+  std::uint32_t first_k = 0;                            // message number of segment 0
+  std::size_t segments = 1, done = 0;                   // done: completed, in order
+  std::size_t bytes = 0;
+  // Segment j: its offset in the message, its length, its place in staging.
+  std::size_t offset(std::size_t j) const { return j * kSegmentBytes; }
+  std::size_t length(std::size_t j) const { return std::min(kSegmentBytes, bytes - offset(j)); }
+  std::size_t staged_at(std::size_t j) const {
+    return segments == 1 ? 0 : (j % kStagedSegments) * kSegmentBytes;
+  }
 };
 
 // One collective in flight on this rank.
@@ -105,6 +126,12 @@ class GlooComm final : public Communicator {
 
  private:
   bool issue(Op& op, std::int64_t id, const Step& s);
+  // Posts the receive of segment j of a rendezvous receive step.
+  void post_segment(const Op& op, Transfer& t, std::size_t j) {
+    const bool staged = t.step.kind == StepKind::kRecvReduce;
+    t.buf->recv(t.step.peer, slot(op.seq, t.step.peer, rank(), t.first_k + j),
+                staged ? t.staged_at(j) : t.offset(j), t.length(j));
+  }
   void issue_ready(Op& op) {
     op.runner->issue_ready([&](std::int64_t id, const Step& s) { return issue(op, id, s); });
     if (op.runner->finished()) finish(op);
@@ -264,14 +291,26 @@ bool GlooComm::issue(Op& op, std::int64_t id, const Step& s) {
   if (bytes <= eager_bytes_)
     return s.kind == StepKind::kSend ? eager_send(op, id, s, bytes) : eager_recv(op, id, s);
   Transfer t{s, nullptr, nullptr};
+  t.bytes = bytes;
+  t.segments = segments_of(bytes);
   try {
     if (s.kind == StepKind::kSend) {
+      t.first_k = op.sends_to[s.peer];
+      op.sends_to[s.peer] += t.segments;
       t.buf = ctx_->createUnboundBuffer(address(op, s.src), bytes);
-      t.buf->send(s.peer, slot(op.seq, rank(), s.peer, op.sends_to[s.peer]++));
+      for (std::size_t j = 0; j < t.segments; ++j)
+        t.buf->send(s.peer, slot(op.seq, rank(), s.peer, t.first_k + j), t.offset(j), t.length(j));
     } else {
-      t.staging = s.kind == StepKind::kRecvReduce ? staging(bytes) : nullptr;
-      t.buf = ctx_->createUnboundBuffer(t.staging ? t.staging : address(op, s.dst), bytes);
-      t.buf->recv(s.peer, slot(op.seq, s.peer, rank(), op.recvs_from[s.peer]++));
+      t.first_k = op.recvs_from[s.peer];
+      op.recvs_from[s.peer] += t.segments;
+      const bool reduces = s.kind == StepKind::kRecvReduce;
+      // Segmented: kStagedSegments slots of a full segment each.
+      const std::size_t staged = t.segments == 1 ? bytes : kStagedSegments * kSegmentBytes;
+      t.staging = reduces ? staging(staged) : nullptr;
+      t.buf = reduces ? ctx_->createUnboundBuffer(t.staging, staged)
+                      : ctx_->createUnboundBuffer(address(op, s.dst), bytes);
+      const std::size_t posted = reduces ? std::min(t.segments, kStagedSegments) : t.segments;
+      for (std::size_t j = 0; j < posted; ++j) post_segment(op, t, j);
     }
   } catch (const std::exception& e) {  // the pair to that peer is already broken
     lost(s.peer, where(op, id, s), e.what());
@@ -511,19 +550,33 @@ void GlooComm::on_completion(const Completion& c) {
     return;
   }
   Op& op = *find_op(c.op_seq);
-  auto t = op.inflight.find(c.step_id);
-  CCLAB_CHECK(t != op.inflight.end(), "completion of a step not in flight");
-  const Step s = t->second.step;
+  auto it = op.inflight.find(c.step_id);
+  CCLAB_CHECK(it != op.inflight.end(), "completion of a step not in flight");
+  Transfer& t = it->second;  // only this handler erases it
+  const Step s = t.step;
   if (!c.ok) return wait_failed(c, s.peer, where(op, c.step_id, s));
+  const std::size_t j = t.done;  // segments complete in the order posted
   if (s.kind == StepKind::kRecvReduce) {
     // The step's regions belong to it until it completes: reduce unlocked, so
     // other transfers' completions proceed meanwhile.
-    const std::byte* staged = t->second.staging;
+    const std::byte* staged = t.staging + t.staged_at(j);
+    const std::size_t at = t.offset(j), count = t.length(j) / op.esize;
     lock.unlock();
-    reduce(address(op, s.dst), address(op, s.src), staged, s.dst.count, op.call.dtype,
+    reduce(address(op, s.dst) + at, address(op, s.src) + at, staged, count, op.call.dtype,
            step_op(op.call.op));
     lock.lock();
     if (closing_ || !broken_.empty()) return;
+  }
+  if (++t.done < t.segments) {
+    last_progress_ = Clock::now();
+    try {
+      if (s.kind == StepKind::kRecvReduce && j + kStagedSegments < t.segments)
+        post_segment(op, t, j + kStagedSegments);  // into the staging just reduced
+    } catch (const std::exception& e) {
+      return lost(s.peer, where(op, c.step_id, s), e.what());
+    }
+    waiters_.submit({t.buf.get(), s.kind != StepKind::kSend, op.seq, c.step_id});
+    return;
   }
   op.inflight.erase(c.step_id);
   op.runner->complete(c.step_id);
