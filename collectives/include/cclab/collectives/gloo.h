@@ -47,12 +47,13 @@ struct GlooOptions {
   // at most kGlooMaxEagerBytes. Every rank must use the same value.
   std::size_t eager_bytes = 256 << 10;
   // Start Gloo's TCP loop thread (it reads and writes every pair's socket)
-  // under SCHED_BATCH, so that it does not preempt the thread that woke it.
-  // That loop polls level-triggered and only try-locks a pair: woken while a
-  // thread of ours holds the pair's lock on the same core (every send and
-  // receive takes it), it spins until the scheduler moves it off, a few ms of
-  // sleeper credit under CFS. Measured (2 ranks pinned, 1 MiB all-reduce): 0-3
-  // of 138 calls took over 2 ms with it, 22-45 without. false: Gloo's default.
+  // under SCHED_BATCH, so that waking up it does not preempt the thread that
+  // runs on its core. That loop polls level-triggered and only try-locks a
+  // pair: preempting a thread of ours that holds the pair's lock (every send
+  // and receive takes it), it spins until the scheduler gives the core back,
+  // a few ms (about CFS's sleeper credit). Measured (2 ranks pinned, 1 MiB
+  // all-reduce): 0-3 of 138 calls took over 2 ms with it, 22-45 without.
+  // false: Gloo's default policy.
   bool batch_loop_thread = true;
   // What chose the transport (a flag or variable), named in its errors.
   std::string transport_what = "transport";
