@@ -10,13 +10,11 @@
 #include <unistd.h>
 
 #include "cclab/collectives/error.h"
+#include "cclab_git_commit.h"  // generated at build time: CCLAB_GIT_COMMIT
 
-// Set by bench/CMakeLists.txt on this file only (so a new commit rebuilds one file).
+// Set by bench/CMakeLists.txt on this file only.
 #ifndef CCLAB_BUILD_TYPE
 #define CCLAB_BUILD_TYPE "unknown"
-#endif
-#ifndef CCLAB_GIT_COMMIT
-#define CCLAB_GIT_COMMIT "unknown"
 #endif
 
 namespace cclab::bench {
