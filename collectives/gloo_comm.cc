@@ -41,6 +41,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// What Gloo's UnboundBuffer::waitSend/waitRecv signal to every pair of the
+// context when one wait times out, before that wait throws its own error.
+inline constexpr std::string_view kGlooTimeoutClosure = "Application timeout caused pair closure";
+
 inline constexpr std::size_t kSegmentBytes = 1 << 20;
 inline constexpr std::size_t kStagedSegments = 4;
 
@@ -180,6 +184,9 @@ class GlooComm final : public Communicator {
   }
   // set_broken for a wait on `peer` in `at` that timed out or failed.
   void wait_failed(const Completion& c, int peer, const std::string& at) {
+    // Another wait of this context timed out, and Gloo closed every pair: that
+    // wait reports it, naming the peer it waited for (this one may be healthy).
+    if (!c.timed_out && c.error.find(kGlooTimeoutClosure) != std::string::npos) return;
     if (!c.timed_out) return lost(peer, at, c.error);
     set_broken(fmt::format("rank {}: timed out after {} ms in {}, waiting for rank {}", rank(),
                            timeout().count(), at, peer),
@@ -411,6 +418,8 @@ void GlooComm::on_eager_sent(const Completion& c) {
   out.waiting = false;
   progress_cv_.notify_all();  // flush_eager_sends may wait for this
   const std::uint64_t seq = out.inflight.front().seq;
+  if (!c.ok && !c.timed_out && c.error.find(kGlooTimeoutClosure) != std::string::npos)
+    return;  // the wait that timed out reports it (see wait_failed)
   if (!c.ok) {
     set_broken(c.timed_out ? fmt::format("rank {}: timed out after {} ms sending to rank {} "
                                          "(collective #{})",
