@@ -87,15 +87,17 @@ void expect_all_ok(const std::vector<std::string>& errors) {
 // and far above, where the message takes Gloo's rendezvous.
 const std::vector<std::size_t> kCounts = {1, 1000, 1024, 1025, 3000, 50000};
 
-TEST(GlooEager, EveryAlgorithmMatchesANaiveSumEitherSideOfTheLimit) {
+// Every all-reduce algorithm on 2 and 3 ranks (a 4 KiB eager limit), each
+// count, against a naive sum on every rank.
+void expect_every_algorithm_sums(const std::vector<std::size_t>& counts, int chunks) {
   for (int n : {2, 3}) {
     std::vector<std::vector<std::string>> mismatches(n);
     expect_all_ok(run_ranks(n, 4096, [&](Communicator& comm) {
       for (Algorithm a : algorithms_for(CollectiveKind::kAllReduce))
-        for (std::size_t count : kCounts) {
+        for (std::size_t count : counts) {
           AlgoConfig algo;
           algo.algo = a;
-          algo.chunks = 2;
+          algo.chunks = chunks;
           const auto in = input(comm.rank(), count);
           std::vector<float> out(count, -1.0f);
           comm.allreduce(in.data(), out.data(), count, DataType::kF32, ReduceOp::kSum, algo);
@@ -108,6 +110,10 @@ TEST(GlooEager, EveryAlgorithmMatchesANaiveSumEitherSideOfTheLimit) {
       EXPECT_TRUE(mismatches[r].empty())
           << n << " ranks, rank " << r << " wrong at " << mismatches[r].front();
   }
+}
+
+TEST(GlooEager, EveryAlgorithmMatchesANaiveSumEitherSideOfTheLimit) {
+  expect_every_algorithm_sums(kCounts, 2);
 }
 
 TEST(GlooEager, LargeMessagesGoAsFragments) {
@@ -240,25 +246,7 @@ TEST(GlooSegments, EveryAlgorithmMatchesANaiveSumWithMessagesOfSeveralSegments) 
   // reduces stages four at a time, reusing a segment's staging once reduced.
   // 2.4 and 12 MB vectors: messages of one to six segments, most with a short
   // last one.
-  for (int n : {2, 3}) {
-    std::vector<std::vector<std::string>> mismatches(n);
-    expect_all_ok(run_ranks(n, 4096, [&](Communicator& comm) {
-      for (Algorithm a : algorithms_for(CollectiveKind::kAllReduce))
-        for (std::size_t count : {600000, 3000000}) {
-          AlgoConfig algo;
-          algo.algo = a;
-          const auto in = input(comm.rank(), count, static_cast<int>(count % 7));
-          std::vector<float> out(count, -1.0f);
-          comm.allreduce(in.data(), out.data(), count, DataType::kF32, ReduceOp::kSum, algo);
-          if (out != naive_sum(n, count, static_cast<int>(count % 7)))
-            mismatches[comm.rank()].push_back(std::string(algorithm_name(a)) + " count " +
-                                              std::to_string(count));
-        }
-    }));
-    for (int r = 0; r < n; ++r)
-      EXPECT_TRUE(mismatches[r].empty())
-          << n << " ranks, rank " << r << " wrong at " << mismatches[r].front();
-  }
+  expect_every_algorithm_sums({600000, 3000000}, 1);
 }
 
 TEST(GlooEager, MessagesThatArrivedBeforeThePeerClosedAreStillDelivered) {
