@@ -5,10 +5,12 @@
 #include <deque>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <time.h>
 
 #include "backend.h"
 #include "cclab/collectives/error.h"
@@ -193,7 +195,8 @@ TEST(Reference, CountsEachWrongElement) {
   EXPECT_EQ(expect.count_wrong(shape, 1, out.data()), 2u);
 }
 
-// A one-rank backend whose collectives do nothing: the check must see it.
+// A one-rank backend whose collectives do nothing (but run `on_call`, when
+// given): the check must see it.
 class InertComm final : public coll::Communicator {
   struct Done final : coll::detail::RequestImpl {
     void wait() override {}
@@ -201,17 +204,23 @@ class InertComm final : public coll::Communicator {
   };
 
  public:
+  explicit InertComm(std::function<void()> on_call = {}) : on_call_(std::move(on_call)) {}
   int rank() const override { return 0; }
   int size() const override { return 1; }
   coll::Request start(const coll::CollectiveCall&) override {
+    if (on_call_) on_call_();
     return coll::Request(std::make_shared<Done>());
   }
   void barrier() override {}
   std::unique_ptr<Communicator> split(int, int) override { return nullptr; }
+
+ private:
+  std::function<void()> on_call_;
 };
 
 class InertBackend final : public Backend {
  public:
+  explicit InertBackend(std::function<void()> on_call = {}) : comm_(std::move(on_call)) {}
   std::string_view name() const override { return "inert"; }
   int ranks() const override { return 1; }
   void run(const std::function<void(coll::Communicator&)>& fn) override { fn(comm_); }
@@ -219,6 +228,35 @@ class InertBackend final : public Backend {
  private:
   InertComm comm_;
 };
+
+double thread_cpu_us() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) * 1e6 + static_cast<double>(t.tv_nsec) / 1e3;
+}
+
+// Each call burns 2 ms of this thread's CPU time (however long that takes on
+// a shared machine) and then sleeps, which blocks the thread: a voluntary
+// context switch at least.
+TEST(Sweep, HostUseCountsEachCallsCpuTimeAndContextSwitches) {
+  BenchFlags f;
+  f.ranks = 1, f.algo = "ring", f.min_bytes = "64", f.max_bytes = "64", f.iters = 5;
+  f.warmup = 0, f.check = 0;
+  const auto c = resolve(f);
+  InertBackend backend([] {
+    const double start = thread_cpu_us();
+    while (thread_cpu_us() - start < 2000) {
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  });
+  const auto rows = run_sweep(c, backend);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_GE(rows[0].cpu_us_median, 2000.0);
+  EXPECT_GE(rows[0].csw_median, 1.0);
+  // A process cannot use more CPU time than its wall time on every core.
+  const double cores = std::thread::hardware_concurrency();
+  EXPECT_LE(rows[0].cpu_us_median, rows[0].time_us_median * cores + 100) << rows[0].time_us_median;
+}
 
 TEST(Sweep, ACollectiveThatWritesNothingIsWrong) {
   BenchFlags f;
@@ -351,18 +389,19 @@ TEST(Report, TableColumnsAndJsonRecord) {
   SweepRow row;
   row.bytes = 1024, row.count = 256, row.algo = Algorithm::kRing, row.iters = 3;
   summarize({2, 1, 3}, c, row);
+  row.cpu_us_median = 3.5, row.csw_median = 2;
   std::ostringstream out;
   print_table(out, c, {row});
   const std::string text = out.str();
   EXPECT_NE(text.find("# cclab bench: backend threads, ranks 2, coll allgather"),
             std::string::npos);
   EXPECT_NE(text.find("size(B)        count  type  redop    algo    time(us)  algbw(GB/s)  "
-                      "busbw(GB/s)  #wrong"),
+                      "busbw(GB/s)  #wrong     cpu(us)     csw"),
             std::string::npos)
       << text;
   // 1024 B in 2 us = 0.512 GB/s; allgather busbw = 0.512 * 1/2.
   EXPECT_NE(text.find("1024          256   f32   none    ring        2.00         0.51         "
-                      "0.26     N/A"),
+                      "0.26     N/A         3.5     2.0"),
             std::string::npos)
       << text;
   const auto record = to_json(c, {row});
@@ -370,6 +409,8 @@ TEST(Report, TableColumnsAndJsonRecord) {
   EXPECT_EQ(record["config"]["coll"], "allgather");
   EXPECT_EQ(record["rows"][0]["time_us_median"], 2.0);
   EXPECT_EQ(record["rows"][0]["redop"], "none");
+  EXPECT_EQ(record["rows"][0]["cpu_us_median"], 3.5);
+  EXPECT_EQ(record["rows"][0]["csw_median"], 2.0);
   EXPECT_TRUE(record["rows"][0]["wrong"].is_null());
   for (const char* key : {"cpu_model", "cores", "hostname"})
     EXPECT_TRUE(record["machine"].contains(key)) << key;

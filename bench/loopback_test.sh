@@ -111,8 +111,11 @@ case $mode in
       grep -q "gloo-bcube  skipped: gloo::AllreduceBcube needs an even rank count" "$out" ||
         { echo "FAIL: bcube not skipped at $n ranks"; fail=1; }
     elif ((n == 2)); then
-      grep -Eq "gloo-bcube +[0-9.]+ +[0-9.]+ +[0-9.]+ +0$" "$out" ||
+      grep -Eq "gloo-bcube +[0-9.]+ +[0-9.]+ +[0-9.]+ +0 +[0-9.]+ +[0-9.]+$" "$out" ||
         { echo "FAIL: no checked bcube row at $n ranks"; fail=1; }
+      # cpu(us), summed over the rank processes, is never zero.
+      awk '$6 == "gloo-bcube" && !($(NF - 1) > 0) { bad = 1 } END { exit bad }' "$out" ||
+        { echo "FAIL: a gloo-bcube row without cpu time"; fail=1; }
     fi
     rm -f "$out"
     exit $fail
@@ -293,7 +296,7 @@ case $mode in
     ((status == 0)) || { echo "FAIL: exit status $status"; fail=1; }
     expect_checked_table "$dir/out" "$n"
     # 1K, 8K, 64K: a checked mpi row each (#wrong 0) and a compare line each.
-    (($(grep -Ec "^ +[0-9]+ +[0-9]+ +f32 +sum +mpi +[0-9.]+ +[0-9.]+ +[0-9.]+ +0$" "$dir/out") == 3)) ||
+    (($(grep -Ec "^ +[0-9]+ +[0-9]+ +f32 +sum +mpi +[0-9.]+ +[0-9.]+ +[0-9.]+ +0 +[0-9.]+ +[0-9.]+$" "$dir/out") == 3)) ||
       { echo "FAIL: expected 3 checked mpi rows"; fail=1; }
     (($(grep -c "^# compare .* ratio [0-9.]*x" "$dir/out") == 3)) ||
       { echo "FAIL: expected 3 compare lines"; fail=1; }

@@ -161,18 +161,20 @@ TEST(Peers, CompareTakesTheBestOfEachSideAndIgnoresSkippedRows) {
   c.peers = {"gloo-ring", "gloo-bcube"};
   SweepRow skipped = row_of(4096, Algorithm::kRing, "gloo-bcube", 1, c);
   skipped.skipped = "gloo::AllreduceBcube needs an even rank count (got 3)";
-  const std::vector<SweepRow> rows = {row_of(4096, Algorithm::kRing, "", 50, c),
-                                      row_of(4096, Algorithm::kHalvingDoubling, "", 40, c),
-                                      row_of(4096, Algorithm::kRing, "gloo-ring", 100, c), skipped,
-                                      // 8 KiB: the peer wins; ratio 30 / 60 = 0.5.
-                                      row_of(8192, Algorithm::kRing, "", 60, c),
-                                      row_of(8192, Algorithm::kRing, "gloo-ring", 30, c)};
+  std::vector<SweepRow> rows = {row_of(4096, Algorithm::kRing, "", 50, c),
+                                row_of(4096, Algorithm::kHalvingDoubling, "", 40, c),
+                                row_of(4096, Algorithm::kRing, "gloo-ring", 100, c), skipped,
+                                // 8 KiB: the peer wins; ratio 30 / 60 = 0.5.
+                                row_of(8192, Algorithm::kRing, "", 60, c),
+                                row_of(8192, Algorithm::kRing, "gloo-ring", 30, c)};
+  rows[1].cpu_us_median = 60;  // ours (hd) kept 1.5 cores busy, the peer 0.5
+  rows[2].cpu_us_median = 50;
   std::ostringstream out;
   print_table(out, c, rows);
   const auto text = out.str();
   // 4 KiB: best ours hd at 40 us, best runnable peer gloo-ring at 100 us: 100 / 40 = 2.5.
   EXPECT_NE(text.find("# compare        4096 B: ours     hd      40.00 us, peer         "
-                      "gloo-ring     100.00 us, ratio 2.50x"),
+                      "gloo-ring     100.00 us, ratio 2.50x, cores busy 1.50 vs 0.50"),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("ratio 0.50x"), std::string::npos) << text;

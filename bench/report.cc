@@ -37,7 +37,8 @@ bool uses_hier(const BenchConfig& c) {
 }
 
 // The columns, shared by the header line (after '#') and the rows (after ' ').
-constexpr const char* kColumns = "{:>11} {:>12} {:>5} {:>6} {:>7} {:>11} {:>12} {:>12} {:>7}";
+constexpr const char* kColumns =
+    "{:>11} {:>12} {:>5} {:>6} {:>7} {:>11} {:>12} {:>12} {:>7} {:>11} {:>7}";
 
 void print_header(std::ostream& out, const BenchConfig& c) {
   out << fmt::format(
@@ -59,7 +60,7 @@ void print_header(std::ostream& out, const BenchConfig& c) {
            "output); count is its total element count\n";
   out << "#\n#"
       << fmt::format(kColumns, "size(B)", "count", "type", "redop", "algo", "time(us)",
-                     "algbw(GB/s)", "busbw(GB/s)", "#wrong")
+                     "algbw(GB/s)", "busbw(GB/s)", "#wrong", "cpu(us)", "csw")
       << '\n';
 }
 
@@ -76,7 +77,8 @@ void print_row(std::ostream& out, const BenchConfig& c, const SweepRow& r) {
       << fmt::format(kColumns, r.bytes, r.count, coll::dtype_name(c.dtype), redop_name(c),
                      algo_label(r), fmt::format("{:.2f}", r.time_us_median),
                      fmt::format("{:.2f}", r.algbw_gbps), fmt::format("{:.2f}", r.busbw_gbps),
-                     wrong)
+                     wrong, fmt::format("{:.1f}", r.cpu_us_median),
+                     fmt::format("{:.1f}", r.csw_median))
       << '\n';
 }
 
@@ -128,6 +130,8 @@ nlohmann::json row_json(const BenchConfig& c, const SweepRow& r) {
                         {"iters", r.iters},
                         {"algbw_gbps", r.algbw_gbps},
                         {"busbw_gbps", r.busbw_gbps},
+                        {"cpu_us_median", r.cpu_us_median},
+                        {"csw_median", r.csw_median},
                         {"wrong", r.wrong ? nlohmann::json(*r.wrong) : nlohmann::json(nullptr)}};
   if (!r.skipped.empty()) row["skipped"] = r.skipped;
   return row;
@@ -151,10 +155,15 @@ std::string hostname() {
   return name;
 }
 
+// Host CPU time per unit of wall time: how many cores the call kept busy.
+double busy_cores(const SweepRow& r) {
+  return r.time_us_median > 0 ? r.cpu_us_median / r.time_us_median : 0.0;
+}
+
 // Per size: our fastest row against the fastest peer row, by median time.
 void print_compare(std::ostream& out, const std::vector<SweepRow>& rows) {
   out << "# compare: per size, our best vs the best peer; ratio = peer time / our time (> 1: "
-         "ours is faster)\n";
+         "ours is faster); cores busy = cpu / time, ours vs the peer's\n";
   for (std::size_t i = 0; i < rows.size();) {
     const SweepRow *ours = nullptr, *peer = nullptr;
     const std::uint64_t bytes = rows[i].bytes;
@@ -170,9 +179,9 @@ void print_compare(std::ostream& out, const std::vector<SweepRow>& rows) {
     }
     out << fmt::format(
         "# compare {:>11} B: ours {:>6} {:>10.2f} us, peer {:>17} {:>10.2f} us, "
-        "ratio {:.2f}x\n",
+        "ratio {:.2f}x, cores busy {:.2f} vs {:.2f}\n",
         bytes, algo_label(*ours), ours->time_us_median, algo_label(*peer), peer->time_us_median,
-        peer->time_us_median / ours->time_us_median);
+        peer->time_us_median / ours->time_us_median, busy_cores(*ours), busy_cores(*peer));
   }
 }
 

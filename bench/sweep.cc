@@ -6,6 +6,9 @@
 #include <cstring>
 #include <memory>
 
+#include <sys/resource.h>
+#include <time.h>
+
 #include "check.h"
 #include "mpi_peer.h"
 #include "peers.h"
@@ -20,8 +23,12 @@ using coll::CollectiveShape;
 // Each rank writes only its own slots; rank 0 reads them all after a barrier.
 struct Shared {
   Shared(int ranks, int iters)
-      : times_us(static_cast<std::size_t>(ranks) * iters), wrong(ranks), outputs(ranks) {}
+      : times_us(static_cast<std::size_t>(ranks) * iters),
+        use(times_us.size()),
+        wrong(ranks),
+        outputs(ranks) {}
   std::vector<double> times_us;           // [rank * iters + iteration]
+  std::vector<HostUse> use;               // as times_us; in one process, rank 0's is the total
   std::vector<std::uint64_t> wrong;       // per rank, for the current row
   std::vector<const std::byte*> outputs;  // per rank, for the identity check
   std::vector<SweepRow> rows;             // appended by rank 0
@@ -140,7 +147,7 @@ class RankRunner {
     if (config_.in_place) buffers_.fill_input(expect_, call);
     for (int i = 0; i < config_.warmup; ++i) run_collective(comm_, config_, call);
     const auto run = [&] { run_collective(comm_, config_, call); };
-    for (int i = 0; i < config_.iters; ++i) shared_.times_us[slot(i)] = timed_call(run);
+    for (int i = 0; i < config_.iters; ++i) timed_call(i, run);
     finish_row(new_row(size, algo, ""));
   }
 
@@ -164,7 +171,7 @@ class RankRunner {
       shared_.wrong[rank_] = expect_.count_wrong(call.shape, rank_, buffers_.output_on_host(call));
     }
     for (int i = 0; i < config_.warmup; ++i) run();
-    for (int i = 0; i < config_.iters; ++i) shared_.times_us[slot(i)] = timed_call(run);
+    for (int i = 0; i < config_.iters; ++i) timed_call(i, run);
     finish_row(row);
   }
 
@@ -194,10 +201,18 @@ class RankRunner {
   }
 
   // Ranks in separate processes: the row's figures travel by collectives. A
-  // call's time is the maximum over ranks, iteration by iteration.
+  // call's time is the maximum over ranks, its host use the sum, iteration
+  // by iteration.
   void exchange_row(SweepRow row) {
     double* mine = &shared_.times_us[slot(0)];
     comm_.allreduce(mine, mine, config_.iters, coll::DataType::kF64, coll::ReduceOp::kMax);
+    HostUse* use = &shared_.use[slot(0)];
+    std::vector<double> sums;
+    for (int i = 0; i < config_.iters; ++i) sums.insert(sums.end(), {use[i].cpu_us, use[i].csw});
+    comm_.allreduce(sums.data(), sums.data(), sums.size(), coll::DataType::kF64,
+                    coll::ReduceOp::kSum);
+    for (int i = 0; i < config_.iters; ++i) use[i] = {sums[2 * i], sums[2 * i + 1]};
+    summarize_use(use, row);
     std::int64_t wrong = static_cast<std::int64_t>(shared_.wrong[rank_]);
     if (config_.check)
       comm_.allreduce(&wrong, &wrong, 1, coll::DataType::kI64, coll::ReduceOp::kSum);
@@ -207,14 +222,30 @@ class RankRunner {
     shared_.rows.push_back(row);
   }
 
-  // One timed iteration: --batch calls back to back after a barrier; their mean.
+  // Timed iteration i: --batch calls back to back after a barrier; their
+  // mean time and host use (read outside the timed span).
   template <typename Run>
-  double timed_call(const Run& run) {
+  void timed_call(int i, const Run& run) {
     comm_.barrier();
+    const HostUse before = HostUse::now();
     const auto start = std::chrono::steady_clock::now();
     for (int k = 0; k < config_.batch; ++k) run();
     const auto stop = std::chrono::steady_clock::now();
-    return std::chrono::duration<double, std::micro>(stop - start).count() / config_.batch;
+    const HostUse used = HostUse::now() - before;
+    shared_.times_us[slot(i)] =
+        std::chrono::duration<double, std::micro>(stop - start).count() / config_.batch;
+    shared_.use[slot(i)] = {used.cpu_us / config_.batch, used.csw / config_.batch};
+  }
+
+  // Medians of the per-call host use `use[0..iters)` into `row`.
+  void summarize_use(const HostUse* use, SweepRow& row) const {
+    std::vector<double> cpu, csw;
+    for (int i = 0; i < config_.iters; ++i) {
+      cpu.push_back(use[i].cpu_us);
+      csw.push_back(use[i].csw);
+    }
+    row.cpu_us_median = median(std::move(cpu));
+    row.csw_median = median(std::move(csw));
   }
 
   // One call on known inputs, then every rank compares its own output with
@@ -247,6 +278,8 @@ class RankRunner {
         times[i] =
             std::max(times[i], shared_.times_us[static_cast<std::size_t>(r) * config_.iters + i]);
     summarize(std::move(times), config_, row);
+    // The ranks are threads of this process: rank 0 measured all of them.
+    summarize_use(&shared_.use[0], row);
     if (config_.check) {
       row.wrong = 0;
       for (auto w : shared_.wrong) *row.wrong += w;
@@ -275,13 +308,29 @@ std::string algo_label(const SweepRow& row) {
   return row.peer.empty() ? std::string(coll::algorithm_name(row.algo)) : row.peer;
 }
 
+double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+HostUse HostUse::now() {
+  timespec cpu{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return {static_cast<double>(cpu.tv_sec) * 1e6 + static_cast<double>(cpu.tv_nsec) / 1e3,
+          static_cast<double>(ru.ru_nvcsw + ru.ru_nivcsw)};
+}
+
 void summarize(std::vector<double> times_us, const BenchConfig& config, SweepRow& row) {
   std::sort(times_us.begin(), times_us.end());
   const std::size_t n = times_us.size();
   row.iters = static_cast<int>(n);
   row.time_us_min = times_us.front();
   row.time_us_max = times_us.back();
-  row.time_us_median = n % 2 == 1 ? times_us[n / 2] : (times_us[n / 2 - 1] + times_us[n / 2]) / 2;
+  row.time_us_median = median(times_us);
   // bytes / (us * 1e-6 s) / 1e9 = bytes / (us * 1e3)
   row.algbw_gbps = row.time_us_median > 0 ? row.bytes / (row.time_us_median * 1e3) : 0.0;
   row.busbw_gbps = row.algbw_gbps * bus_factor(config.coll, config.ranks);

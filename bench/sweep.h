@@ -29,8 +29,12 @@ struct SweepRow {
   double time_us_median = 0;
   double time_us_max = 0;
   int iters = 0;
-  double algbw_gbps = 0;               // bytes / median time, 1e9 bytes/s
-  double busbw_gbps = 0;               // algbw * bus_factor
+  double algbw_gbps = 0;  // bytes / median time, 1e9 bytes/s
+  double busbw_gbps = 0;  // algbw * bus_factor
+  // Host CPU time and context switches per call, summed over ranks, medians
+  // over the timed iterations (see HostUse).
+  double cpu_us_median = 0;
+  double csw_median = 0;
   std::optional<std::uint64_t> wrong;  // empty when the check is off
 };
 
@@ -42,5 +46,22 @@ std::vector<SweepRow> run_sweep(const BenchConfig& config, Backend& backend);
 
 // Fills min/median/max and the bandwidths of `row` from per-call times.
 void summarize(std::vector<double> times_us, const BenchConfig& config, SweepRow& row);
+
+// The median of `values` (0 when empty).
+double median(std::vector<double> values);
+
+// What this process has used so far: CPU time of all its threads (Gloo's loop
+// thread and the executors' waiters among them) and context switches, both
+// voluntary (a thread blocked: a wake-up to come) and involuntary (preempted).
+// Differences around a call give its cost on the host, which the wall time
+// hides when threads wait for each other or for the kernel.
+struct HostUse {
+  double cpu_us = 0;
+  double csw = 0;
+  static HostUse now();
+  HostUse operator-(const HostUse& earlier) const {
+    return {cpu_us - earlier.cpu_us, csw - earlier.csw};
+  }
+};
 
 }  // namespace cclab::bench
