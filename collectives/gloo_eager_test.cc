@@ -117,7 +117,7 @@ TEST(GlooEager, EveryAlgorithmMatchesANaiveSumEitherSideOfTheLimit) {
 }
 
 TEST(GlooEager, LargeMessagesGoAsFragments) {
-  // A 1 MiB limit: messages above one fragment (128 KiB) go in pieces, the
+  // A 1 MiB limit: messages above one fragment (256 KiB) go in pieces, the
   // last one short; 300000 floats (1.2 MB) are above the limit.
   const std::vector<std::size_t> counts = {32768, 32769, 100000, 262144, 300000};
   for (int n : {2, 3}) {
