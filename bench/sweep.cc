@@ -28,7 +28,7 @@ struct Shared {
         wrong(ranks),
         outputs(ranks) {}
   std::vector<double> times_us;           // [rank * iters + iteration]
-  std::vector<HostUse> use;               // as times_us; in one process, rank 0's is the total
+  std::vector<HostUse> use;               // as times_us
   std::vector<std::uint64_t> wrong;       // per rank, for the current row
   std::vector<const std::byte*> outputs;  // per rank, for the identity check
   std::vector<SweepRow> rows;             // appended by rank 0
@@ -227,11 +227,11 @@ class RankRunner {
   template <typename Run>
   void timed_call(int i, const Run& run) {
     comm_.barrier();
-    const HostUse before = HostUse::now();
+    const HostUse before = HostUse::now(!shared_memory_);
     const auto start = std::chrono::steady_clock::now();
     for (int k = 0; k < config_.batch; ++k) run();
     const auto stop = std::chrono::steady_clock::now();
-    const HostUse used = HostUse::now() - before;
+    const HostUse used = HostUse::now(!shared_memory_) - before;
     shared_.times_us[slot(i)] =
         std::chrono::duration<double, std::micro>(stop - start).count() / config_.batch;
     shared_.use[slot(i)] = {used.cpu_us / config_.batch, used.csw / config_.batch};
@@ -278,8 +278,13 @@ class RankRunner {
         times[i] =
             std::max(times[i], shared_.times_us[static_cast<std::size_t>(r) * config_.iters + i]);
     summarize(std::move(times), config_, row);
-    // The ranks are threads of this process: rank 0 measured all of them.
-    summarize_use(&shared_.use[0], row);
+    std::vector<HostUse> use(config_.iters);  // summed over ranks, as across processes
+    for (int r = 0; r < config_.ranks; ++r)
+      for (int i = 0; i < config_.iters; ++i) {
+        const HostUse& u = shared_.use[static_cast<std::size_t>(r) * config_.iters + i];
+        use[i] = {use[i].cpu_us + u.cpu_us, use[i].csw + u.csw};
+      }
+    summarize_use(use.data(), row);
     if (config_.check) {
       row.wrong = 0;
       for (auto w : shared_.wrong) *row.wrong += w;
@@ -315,11 +320,11 @@ double median(std::vector<double> values) {
   return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
-HostUse HostUse::now() {
+HostUse HostUse::now(bool whole_process) {
   timespec cpu{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
+  clock_gettime(whole_process ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_THREAD_CPUTIME_ID, &cpu);
   rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
+  getrusage(whole_process ? RUSAGE_SELF : RUSAGE_THREAD, &ru);
   return {static_cast<double>(cpu.tv_sec) * 1e6 + static_cast<double>(cpu.tv_nsec) / 1e3,
           static_cast<double>(ru.ru_nvcsw + ru.ru_nivcsw)};
 }

@@ -50,15 +50,17 @@ void summarize(std::vector<double> times_us, const BenchConfig& config, SweepRow
 // The median of `values` (0 when empty).
 double median(std::vector<double> values);
 
-// What this process has used so far: CPU time of all its threads (Gloo's loop
-// thread and the executors' waiters among them) and context switches, both
+// What has been used so far on the host: CPU time and context switches, both
 // voluntary (a thread blocked: a wake-up to come) and involuntary (preempted).
 // Differences around a call give its cost on the host, which the wall time
-// hides when threads wait for each other or for the kernel.
+// hides when threads wait for each other or for the kernel. A rank that is a
+// process counts all its threads (Gloo's loop thread and the executor's
+// waiters among them); a rank that is a thread of a shared process counts
+// its own thread only, so the ranks' sum leaves out the others' barriers.
 struct HostUse {
   double cpu_us = 0;
   double csw = 0;
-  static HostUse now();
+  static HostUse now(bool whole_process);
   HostUse operator-(const HostUse& earlier) const {
     return {cpu_us - earlier.cpu_us, csw - earlier.csw};
   }
