@@ -72,10 +72,12 @@ std::unique_ptr<Schedule> all_reduce(const CollectiveShape& s, const AlgoConfig&
     case Algorithm::kHalvingDoubling:
       return std::make_unique<GeneratedSchedule>(
           s, "hd" + suffix, 0, [=](int r) { return hd_all_reduce(n, r, count, chunks); });
-    case Algorithm::kDirect:
-      return std::make_unique<GeneratedSchedule>(s, "direct" + suffix, count, [=](int r) {
-        return direct_all_reduce(n, r, count, chunks);
-      });
+    case Algorithm::kDirect: {
+      const bool into_output = c.disjoint_output;
+      return std::make_unique<GeneratedSchedule>(
+          s, "direct" + suffix, into_output ? 0 : count,
+          [=](int r) { return direct_all_reduce(n, r, count, chunks, into_output); });
+    }
     default:
       break;
   }
@@ -162,15 +164,20 @@ std::unique_ptr<Schedule> make_schedule(const CollectiveShape& shape, const Algo
   const auto count = shape.count;
   const std::string suffix = chunks > 1 ? fmt::format("(chunks={})", chunks) : "";
   const std::string name = std::string(algorithm_name(c.algo)) + suffix;
-  const bool ring = c.algo == Algorithm::kRing;
+  const bool ring = c.algo == Algorithm::kRing, into_output = c.disjoint_output;
   switch (shape.kind) {
     case CollectiveKind::kAllReduce:
       return all_reduce(shape, c);
     case CollectiveKind::kReduceScatter:
-      return std::make_unique<GeneratedSchedule>(shape, name, ring ? count * n : count, [=](int r) {
-        return ring ? ring_reduce_scatter_coll(n, r, count, chunks)
-                    : direct_reduce_scatter(n, r, count, chunks);
-      });
+      return std::make_unique<GeneratedSchedule>(
+          shape, name,
+          ring          ? count * n
+          : into_output ? 0
+                        : count,
+          [=](int r) {
+            return ring ? ring_reduce_scatter_coll(n, r, count, chunks)
+                        : direct_reduce_scatter(n, r, count, chunks, into_output);
+          });
     case CollectiveKind::kAllGather:
       return std::make_unique<GeneratedSchedule>(shape, name, 0, [=](int r) {
         return ring ? ring_all_gather_coll(n, r, count, chunks)

@@ -102,12 +102,15 @@ Program ring_all_gather(RingAllGather p);
 Program ring_all_reduce(int n, int me, std::uint64_t count, int chunks);
 Program tree_all_reduce(int n, int me, std::uint64_t count, int chunks);
 Program hd_all_reduce(int n, int me, std::uint64_t count, int chunks);
-Program direct_all_reduce(int n, int me, std::uint64_t count, int chunks);  // scratch: count
+// into_output: the output does not overlap the input (no scratch needed).
+Program direct_all_reduce(int n, int me, std::uint64_t count, int chunks,
+                          bool into_output = false);  // scratch: count unless into_output
 Program hier_all_reduce(int n, int me, std::uint64_t count, int chunks, int group_size,
                         int inner_algo);  // scratch: count
 Program ring_reduce_scatter_coll(int n, int me, std::uint64_t count,
-                                 int chunks);                                   // scratch: n*count
-Program direct_reduce_scatter(int n, int me, std::uint64_t count, int chunks);  // scratch: count
+                                 int chunks);  // scratch: n*count
+Program direct_reduce_scatter(int n, int me, std::uint64_t count, int chunks,
+                              bool into_output = false);  // scratch: count unless into_output
 Program ring_all_gather_coll(int n, int me, std::uint64_t count, int chunks);
 Program direct_all_gather(int n, int me, std::uint64_t count, int chunks);
 Program chain_broadcast(int n, int me, int root, std::uint64_t count, int chunks);

@@ -59,8 +59,9 @@ int run_check(const CheckArgs& a) {
     for (int n = lo; n <= hi; ++n) {
       AlgoConfig cfg{algo, a.chunks, a.group_size, parse_algorithm(a.inner, "--inner")};
       if (algo == Algorithm::kHierarchical && a.group_size > 0 && n % a.group_size != 0) continue;
-      const auto sched = make_schedule({kind, n, a.count, a.root % n}, cfg);
       for (bool in_place : {false, true}) {
+        cfg.disjoint_output = !in_place;
+        const auto sched = make_schedule({kind, n, a.count, a.root % n}, cfg);
         const auto t0 = std::chrono::steady_clock::now();
         const CheckResult r = check_schedule(*sched, {in_place});
         const double ms =

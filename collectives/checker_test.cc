@@ -23,9 +23,11 @@ std::vector<Case> all_cases() {
   return out;
 }
 
+// Each placement with the schedule an executor builds for it.
 void expect_proved(CollectiveShape shape, AlgoConfig cfg) {
-  const auto s = make_schedule(shape, cfg);
   for (bool in_place : {false, true}) {
+    cfg.disjoint_output = !in_place;
+    const auto s = make_schedule(shape, cfg);
     const CheckResult r = check_schedule(*s, {in_place});
     ASSERT_TRUE(r.ok) << s->name() << " " << collective_name(shape.kind) << " ranks " << shape.ranks
                       << " count " << shape.count << (in_place ? " in place" : "") << ": "
@@ -223,6 +225,20 @@ TEST(CheckerCatches, InPlaceOverwriteOfUnsentInput) {
   const auto e = error_of(m, true);
   EXPECT_NE(e.find("rank 0 step 1"), std::string::npos) << e;
   EXPECT_NE(e.find("races"), std::string::npos) << e;
+}
+
+TEST(CheckerCatches, AnOutOfPlaceScheduleRunInPlace) {
+  // direct with disjoint_output builds the sum in the output, without scratch
+  // or the final copy; in place that output is the input still being read.
+  for (auto kind : {CollectiveKind::kAllReduce, CollectiveKind::kReduceScatter}) {
+    AlgoConfig cfg{Algorithm::kDirect, 1};
+    cfg.disjoint_output = true;
+    const auto s = make_schedule({kind, 3, 6}, cfg);
+    EXPECT_EQ(s->scratch_count(), 0u);
+    const auto ok = check_schedule(*s, {false});
+    EXPECT_TRUE(ok.ok) << ok.error;
+    EXPECT_FALSE(check_schedule(*s, {true}).ok) << collective_name(kind);
+  }
 }
 
 }  // namespace

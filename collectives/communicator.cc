@@ -12,6 +12,13 @@ void finalize_call(const CollectiveCall& call) {
     finalize_avg(call.recv, shape.output_count(), call.dtype, shape.ranks);
 }
 
+bool output_is_disjoint(const CollectiveCall& call) {
+  const std::size_t es = dtype_size(call.dtype);
+  const auto in = reinterpret_cast<std::uintptr_t>(call.send);
+  const auto out = reinterpret_cast<std::uintptr_t>(call.recv);
+  return in + call.shape.input_count() * es <= out || out + call.shape.output_count() * es <= in;
+}
+
 void Request::wait() {
   CCLAB_CHECK(impl_ != nullptr, "wait() on an empty Request");
   impl_->wait();

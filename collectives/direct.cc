@@ -5,9 +5,10 @@
 // All-reduce: rank r sends its whole input to every peer and sums all n inputs
 // in rank order 0..n-1 into scratch, so every rank performs the same sequence
 // of operations and gets the same bits. The result is copied to the output
-// only after a fence, because in place the output is the input peers are still
-// reading. Reduce-scatter works the same on the rank's own block; all-gather
-// just sends the input to everyone.
+// only after a fence, because in place the output is the input our sends are
+// still reading; out of place (into_output) the sum is built in the output
+// itself, with neither scratch nor the copy. Reduce-scatter works the same on
+// the rank's own block; all-gather just sends the input to everyone.
 //
 // Cost for S bytes: a + (n-1) S/B per rank (all-reduce), and the reduction of
 // n-1 vectors. Chunks split each transfer so that reduction overlaps arrival.
@@ -32,7 +33,8 @@ Program send_to_all(int n, int me, RegionOf region_of, int chunks, Emitter& e) {
 }
 
 // Reduces every rank's piece into `acc` in rank order 0..n-1; `own` is this
-// rank's piece (peers' pieces arrive), chunk by chunk.
+// rank's piece (peers' pieces arrive), chunk by chunk. Rank 0 does not copy
+// its piece into `acc` first: rank 1's arrives reduced with it (own op in).
 Program reduce_in_rank_order(int n, int me, Region own, Region acc, int chunks, Emitter& e) {
   const Partition cp{acc.count, std::uint64_t(chunks)};
   std::vector<std::int64_t> last(chunks, -1);
@@ -42,8 +44,12 @@ Program reduce_in_rank_order(int n, int me, Region own, Region acc, int chunks, 
       const Region a{acc.buffer, acc.offset + cp.offset(c), cp.size(c)};
       const Region o{own.buffer, own.offset + cp.offset(c), cp.size(c)};
       // Plain if/else: GCC 12 evaluates both arms of ?: inside co_yield.
-      if (j == 0 && j == me) {
+      if (j == 0 && j == me && n > 1) {
+        continue;  // folded into the next step
+      } else if (j == 0 && j == me) {
         co_yield e.copy(o, a);
+      } else if (j == 1 && me == 0) {
+        co_yield e.recv_reduce(j, o, a);
       } else if (j == 0) {
         co_yield e.recv(j, a);
       } else if (j == me) {
@@ -58,27 +64,30 @@ Program reduce_in_rank_order(int n, int me, Region own, Region acc, int chunks, 
 
 }  // namespace
 
-Program direct_all_reduce(int n, int me, std::uint64_t count, int chunks) {
+Program direct_all_reduce(int n, int me, std::uint64_t count, int chunks, bool into_output) {
   Emitter e("direct");
-  const Region in{BufferId::kInput, 0, count};
-  const Region acc{BufferId::kScratch, 0, count};
+  const Region in{BufferId::kInput, 0, count}, out{BufferId::kOutput, 0, count};
+  const Region acc = into_output ? out : Region{BufferId::kScratch, 0, count};
   if (count == 0) co_return;
   CCLAB_YIELD_ALL(send_to_all(
       n, me, [&](int) { return in; }, chunks, e));
   CCLAB_YIELD_ALL(reduce_in_rank_order(n, me, in, acc, chunks, e));
-  co_yield e.fence();  // peers have finished reading our input
-  co_yield e.copy(acc, {BufferId::kOutput, 0, count});
+  if (into_output) co_return;
+  co_yield e.fence();  // our sends have finished reading our input
+  co_yield e.copy(acc, out);
 }
 
-Program direct_reduce_scatter(int n, int me, std::uint64_t count, int chunks) {
+Program direct_reduce_scatter(int n, int me, std::uint64_t count, int chunks, bool into_output) {
   Emitter e("direct");
   if (count == 0) co_return;
   auto block = [count](int r) { return Region{BufferId::kInput, count * r, count}; };
-  const Region acc{BufferId::kScratch, 0, count};
+  const Region out{BufferId::kOutput, 0, count};
+  const Region acc = into_output ? out : Region{BufferId::kScratch, 0, count};
   CCLAB_YIELD_ALL(send_to_all(n, me, block, chunks, e));
   CCLAB_YIELD_ALL(reduce_in_rank_order(n, me, block(me), acc, chunks, e));
+  if (into_output) co_return;
   co_yield e.fence();
-  co_yield e.copy(acc, {BufferId::kOutput, 0, count});
+  co_yield e.copy(acc, out);
 }
 
 Program direct_all_gather(int n, int me, std::uint64_t count, int chunks) {

@@ -241,8 +241,9 @@ Request GlooComm::start(const CollectiveCall& call) {
   op->call = call;
   if (call.algo.group_size == 0 && host_group_size_ > 0)
     op->call.algo.group_size = host_group_size_;
+  op->call.algo.disjoint_output = output_is_disjoint(call);
   op->esize = dtype_size(call.dtype);
-  op->schedule = make_schedule(call.shape, call.algo, op->esize);
+  op->schedule = make_schedule(call.shape, op->call.algo, op->esize);
   op->runner = std::make_unique<StepRunner>(op->schedule->program(rank()));
   if (!scratch_pool_.empty()) {  // allocated (and first touched) once, reused after
     op->scratch = std::move(scratch_pool_.back());

@@ -160,7 +160,8 @@ Request ThreadsComm::start(const CollectiveCall& call) {
   op->seq = next_seq_++;
   op->call = call;
   op->esize = dtype_size(call.dtype);
-  op->schedule = make_schedule(call.shape, call.algo, op->esize);
+  op->call.algo.disjoint_output = output_is_disjoint(call);
+  op->schedule = make_schedule(call.shape, op->call.algo, op->esize);
   op->runner = std::make_unique<StepRunner>(op->schedule->program(rank_));
   op->recvs.resize(size());
   if (auto n = op->schedule->scratch_count(); n > 0)

@@ -31,6 +31,12 @@ struct AlgoConfig {
   int chunks = 1;                      // pipeline chunks per transfer, >= 1
   int group_size = 0;                  // hierarchical: ranks per group; 0 = default_group_size()
   Algorithm inner = Algorithm::kRing;  // hierarchical: the cross-group all-reduce
+  // The caller's output does not overlap its input (an out-of-place call):
+  // `direct` then builds the result in the output instead of in scratch
+  // behind a fence and a copy. Only local steps depend on it, so ranks that
+  // differ in it still match. Executors set it from the call's pointers
+  // (output_is_disjoint); the checker proves each setting in its placement.
+  bool disjoint_output = false;
 };
 
 // Which algorithms implement a collective (kAuto excluded), in display order.

@@ -50,6 +50,10 @@ class Request {
 // rank count (all-reduce and reduce-scatter; other collectives do not reduce).
 void finalize_call(const CollectiveCall& call);
 
+// Whether the call's output bytes and input bytes do not overlap (for
+// AlgoConfig::disjoint_output); an in-place call's do.
+bool output_is_disjoint(const CollectiveCall& call);
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
