@@ -2,10 +2,12 @@
 // of this process and its own Gloo context over 127.0.0.1: results against a
 // naive sum for sizes either side of the eager limit, messages that arrive
 // before their step is issued, more messages in flight than receives posted
-// ahead, and ranks that disagree on the size of a message.
+// ahead, and ranks that disagree on the size of a message; and hier grouping
+// the ranks of a host, which needs ranks on several hosts.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -25,9 +27,11 @@ namespace {
 using Body = std::function<void(Communicator&)>;
 
 // Runs `body` on `n` ranks, each a thread with its own communicator; returns
-// each rank's error text ("" when it returned normally).
+// each rank's error text ("" when it returned normally). Rank r says it runs
+// on host `hosts[r]` when given, else all on "localhost".
 std::vector<std::string> run_ranks(int n, std::size_t eager_bytes, const Body& body,
-                                   std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+                                   std::chrono::milliseconds timeout = std::chrono::seconds(20),
+                                   const std::vector<std::string>& hosts = {}) {
   static std::atomic<int> run_id{0};
   const auto dir =
       std::filesystem::temp_directory_path() /
@@ -44,7 +48,7 @@ std::vector<std::string> run_ranks(int n, std::size_t eager_bytes, const Body& b
         o.world_size = n;
         o.rendezvous = parse_rendezvous("file:" + dir.string(), "test");
         o.host = "127.0.0.1";
-        o.host_name = "localhost";
+        o.host_name = hosts.empty() ? "localhost" : hosts[r];
         o.timeout = timeout;
         o.eager_bytes = eager_bytes;
         auto comm = make_gloo_communicator(o);
@@ -270,6 +274,38 @@ TEST(GlooEager, MessagesThatArrivedBeforeThePeerClosedAreStillDelivered) {
   }));
   EXPECT_EQ(got[0], input(1, kCount, 1));
   EXPECT_EQ(got[1], input(1, kCount, 2));
+}
+
+// Not eager, but it needs ranks on several hosts: with AlgoConfig::group_size
+// left at 0, hier groups the ranks that share a host. Four ranks on four hosts
+// make groups of 1 where the default is 2; floats of mixed magnitudes summed
+// in another order differ, so the groups show in the bits of the result.
+TEST(GlooHostGroups, HierWithoutAGroupSizeGroupsTheRanksOfAHost) {
+  constexpr std::size_t kCount = 1000;
+  const auto data = [](int rank) {
+    std::vector<float> v(kCount);
+    for (std::size_t i = 0; i < kCount; ++i)
+      v[i] = static_cast<float>((i * 37 + rank * 11) % 97 + 1) *
+             std::pow(10.0f, static_cast<float>((i + rank * 3) % 7) - 3.0f);
+    return v;
+  };
+  std::vector<std::vector<float>> out(3, std::vector<float>(kCount));  // hosts, g=1, g=2
+  expect_all_ok(run_ranks(4, 4096,
+                          [&](Communicator& comm) {
+                            const auto in = data(comm.rank());
+                            AlgoConfig algo;
+                            algo.algo = Algorithm::kHierarchical;
+                            std::vector<std::vector<float>> mine(3, std::vector<float>(kCount));
+                            for (int g : {0, 1, 2}) {
+                              algo.group_size = g;
+                              comm.allreduce(in.data(), mine[g].data(), kCount, DataType::kF32,
+                                             ReduceOp::kSum, algo);
+                            }
+                            if (comm.rank() == 0) out = mine;
+                          },
+                          std::chrono::seconds(20), {"a", "b", "c", "d"}));
+  ASSERT_NE(out[1], out[2]) << "these inputs cannot tell the group sizes apart";
+  EXPECT_EQ(out[0], out[1]) << "hier did not group by host (4 hosts: groups of 1)";
 }
 
 TEST(GlooEager, TheLimitIsChecked) {
