@@ -64,6 +64,21 @@ class CompareTest(unittest.TestCase):
         self.assertIn("+100.0%  threads allreduce hd r2 f32 sum 16384 B", out)
         self.assertIn("1 regression(s)", out)
 
+    def test_a_change_names_the_cpu_per_call_when_both_records_have_it(self):
+        base, new = series(), series({("hd", 16384): 2.0})
+        for rows, cpu in ((base, 40.0), (new, 95.5)):
+            for r in rows:
+                r["cpu_us_median"] = cpu
+        status, out = self.compare(record(new), record(base))
+        self.assertEqual(status, 1, out)
+        self.assertIn("16384 B: median 26.00 -> 52.00 us (baseline 24.70..27.30), "
+                      "cpu 40.0 -> 95.5 us", out)
+        # An older baseline without the field: the line says nothing about cpu.
+        for r in base:
+            del r["cpu_us_median"]
+        status, out = self.compare(record(new), record(base))
+        self.assertIn("(baseline 24.70..27.30)\n", out)
+
     def test_noise_within_the_baselines_spread_passes(self):
         # Every row moves by at most 4%, inside the baseline's +-5% spread.
         noise = {(a, s): 1 + (0.04 if i % 2 else -0.04)
