@@ -165,19 +165,15 @@ std::unique_ptr<Schedule> make_schedule(const CollectiveShape& shape, const Algo
   const std::string suffix = chunks > 1 ? fmt::format("(chunks={})", chunks) : "";
   const std::string name = std::string(algorithm_name(c.algo)) + suffix;
   const bool ring = c.algo == Algorithm::kRing, into_output = c.disjoint_output;
+  const std::uint64_t rs_scratch = ring ? count * n : into_output ? 0 : count;
   switch (shape.kind) {
     case CollectiveKind::kAllReduce:
       return all_reduce(shape, c);
     case CollectiveKind::kReduceScatter:
-      return std::make_unique<GeneratedSchedule>(
-          shape, name,
-          ring          ? count * n
-          : into_output ? 0
-                        : count,
-          [=](int r) {
-            return ring ? ring_reduce_scatter_coll(n, r, count, chunks)
-                        : direct_reduce_scatter(n, r, count, chunks, into_output);
-          });
+      return std::make_unique<GeneratedSchedule>(shape, name, rs_scratch, [=](int r) {
+        return ring ? ring_reduce_scatter_coll(n, r, count, chunks)
+                    : direct_reduce_scatter(n, r, count, chunks, into_output);
+      });
     case CollectiveKind::kAllGather:
       return std::make_unique<GeneratedSchedule>(shape, name, 0, [=](int r) {
         return ring ? ring_all_gather_coll(n, r, count, chunks)

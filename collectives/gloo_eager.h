@@ -25,6 +25,8 @@
 #include <utility>
 #include <vector>
 
+#include "cclab/collectives/gloo.h"
+
 namespace gloo {
 class Context;
 namespace transport {
@@ -47,7 +49,7 @@ inline constexpr std::size_t kEagerReclaimTo = 4;
 // message up to it is one Gloo message: at 256 KiB on 2 ranks (direct, one
 // message each way) 128 KiB fragments cost 1.38-1.46x the CPU of Gloo's
 // classic ring, 256 KiB ones 1.19-1.31x (three alternating runs each).
-inline constexpr std::size_t kEagerFragmentBytes = 256 << 10;
+inline constexpr std::size_t kEagerFragmentBytes = kGlooDefaultEagerBytes;
 
 // At the start of every eager message (a fragment of the k-th message).
 struct EagerHeader {

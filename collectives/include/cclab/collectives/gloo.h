@@ -21,8 +21,10 @@
 
 namespace cclab::coll {
 
-// The largest GlooOptions::eager_bytes. Blocks are at most 128 KiB (larger
-// messages go as fragments): a rank keeps 8 posted per peer it hears from.
+// The default and the largest GlooOptions::eager_bytes. Blocks are at most
+// the default (larger messages go as fragments): a rank keeps 8 posted per
+// peer it hears from.
+inline constexpr std::size_t kGlooDefaultEagerBytes = 256u << 10;
 inline constexpr std::size_t kGlooMaxEagerBytes = 16u << 20;
 
 // The Gloo transport the pairs use.
@@ -45,7 +47,7 @@ struct GlooOptions {
   // Messages up to this many bytes go eagerly (see gloo_eager.h): copied into
   // receives posted ahead, one way, instead of Gloo's rendezvous; 0: never;
   // at most kGlooMaxEagerBytes. Every rank must use the same value.
-  std::size_t eager_bytes = 256 << 10;
+  std::size_t eager_bytes = kGlooDefaultEagerBytes;
   // Start Gloo's TCP loop thread (it reads and writes every pair's socket)
   // under SCHED_BATCH, so that waking up it does not preempt the thread that
   // runs on its core. That loop polls level-triggered and only try-locks a
