@@ -1,6 +1,6 @@
-// The gloo executor. Messages up to the eager limit go eagerly, into
-// receives posted ahead (gloo_eager.h); every other step maps onto Gloo's
-// unbound buffers:
+// The gloo executor. Messages up to the eager limit go eagerly, into the
+// receiver's ring of bound buffers (gloo_eager.h); every other step maps onto
+// Gloo's unbound buffers:
 //  - kSend: a buffer over the source region, send(peer, slot);
 //  - kRecv: a buffer over the destination region, recv(peer, slot);
 //  - kRecvReduce: recv into the rank's staging arena, then reduce into the
@@ -22,12 +22,15 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <string_view>
 
 #include <fmt/format.h>
 #include <gloo/context.h>
+#include <gloo/transport/buffer.h>
+#include <gloo/transport/pair.h>
 #include <gloo/transport/unbound_buffer.h>
 
 #include "cclab/collectives/error.h"
@@ -103,10 +106,7 @@ class GlooComm final : public Communicator {
         eager_bytes_(eager_bytes),
         waiters_(timeout, [this](const Completion& c) { on_completion(c); }) {
     set_timeout(timeout);
-    if (eager_bytes_ == 0) return;
-    blocks_ = std::make_unique<EagerBlocks>(*ctx_, std::min(eager_bytes_, kEagerFragmentBytes));
-    inbox_ = std::vector<EagerInbox>(size());  // (resize would need copyable elements)
-    outbox_ = std::vector<EagerOutbox>(size());
+    if (eager_bytes_ > 0) setup_eager();
   }
   ~GlooComm() override {
     flush_eager_sends();
@@ -141,16 +141,35 @@ class GlooComm final : public Communicator {
     if (op.runner->finished()) finish(op);
   }
   void on_completion(const Completion& c);
-  // Eager messages (gloo_eager.h): issue a send or receive step, post
-  // receives ahead, hand the front of an inbox or outbox to a waiter, and
-  // handle what the waiter saw.
+  // Eager messages (gloo_eager.h): register the receive rings, issue a send
+  // or receive step, hand the next ring entry or a signal buffer to a
+  // waiter, handle what the waiter saw, and release ring entries (credit).
+  void setup_eager();
+  // Gloo sizes a pair's socket send buffer (SO_SNDBUF) to the first bound
+  // message sent on it and after that only ever grows it, and a socket whose
+  // buffer was set loses the kernel's autotuning: a first bound message of one
+  // small eager block left every later rendezvous transfer on its pair
+  // writing a few KiB at a time (a 2.4 MB hd all-reduce on 2 ranks: 0.9-1.6 s
+  // instead of 4.5 ms). So each pair's first bound message is a primer as
+  // large as autotuning would grow the buffer (tcp_wmem's maximum), sent both
+  // ways when the communicator is made.
+  void prime_send_buffers();
+  static EagerSlot make_slot(std::size_t bytes);
   bool eager_send(Op& op, std::int64_t id, const Step& s, std::size_t bytes);
+  // The send ring's entry for block `index` (made on first use), free to fill.
+  EagerSlot& send_entry(int peer, std::uint64_t index);
   bool eager_recv(Op& op, std::int64_t id, const Step& s);
-  void post_eager(int peer, int count);
   void wait_inbox(int peer, std::uint64_t seq);
-  void wait_outbox(int peer);
+  void wait_signal(int peer);
   void on_eager_arrival(const Completion& c, std::unique_lock<std::mutex>& lock);
-  void on_eager_sent(const Completion& c);
+  void on_signal(const Completion& c);
+  // Block `index` from `peer` is copied out: signal the peer for every
+  // kEagerSignalEvery released in order.
+  void release(int peer, std::uint64_t index);
+  // A failed wait on the entry holding block `index` (header `h`): did the
+  // whole block arrive before the pair closed?
+  bool arrived_before_close(const Completion& c, const EagerHeader& h, const std::byte* block,
+                            std::uint64_t index) const;
   // An eager send's step completed when it was copied, so its data may not
   // have left yet: waits until every eager send has (or a peer is gone).
   void flush_eager_sends();
@@ -216,11 +235,11 @@ class GlooComm final : public Communicator {
   std::vector<std::byte> arena_;
   std::size_t arena_used_ = 0, arena_need_ = 0;
   std::vector<std::unique_ptr<std::byte[]>> overflow_;
-  std::size_t eager_bytes_;  // 0: no eager messages
-  std::unique_ptr<EagerBlocks> blocks_;
+  std::size_t eager_bytes_;          // 0: no eager messages
+  std::size_t fragment_ = 0;         // payload of an eager block
   std::vector<EagerInbox> inbox_;    // by peer
   std::vector<EagerOutbox> outbox_;  // by peer
-  bool flushing_ = false;            // no more waits on outboxes
+  bool flushing_ = false;            // closing: no more signals
   std::mutex mu_;                    // guards everything above and below
   std::condition_variable progress_cv_;
   Clock::time_point last_progress_ = Clock::now();
@@ -329,144 +348,239 @@ bool GlooComm::issue(Op& op, std::int64_t id, const Step& s) {
   return false;
 }
 
+void GlooComm::setup_eager() {
+  const std::size_t peers = static_cast<std::size_t>(size()) - 1;
+  fragment_ = std::min(eager_bytes_, kEagerFragmentBytes);
+  while (fragment_ > kEagerMinFragmentBytes &&
+         peers * kEagerSlots * eager_block_bytes(fragment_) > kEagerRingBudget)
+    fragment_ = std::max(fragment_ / 2, kEagerMinFragmentBytes);
+  inbox_ = std::vector<EagerInbox>(size());  // (resize would need copyable elements)
+  outbox_ = std::vector<EagerOutbox>(size());
+  prime_send_buffers();
+  // Registered before any peer may write to them: a block for a slot not yet
+  // registered stops Gloo's loop from reading that pair until it is.
+  for (int peer = 0; peer < size(); ++peer) {
+    if (peer == rank()) continue;
+    auto& pair = ctx_->getPair(peer);
+    for (int i = 0; i < kEagerSlots; ++i) {
+      EagerSlot e = make_slot(eager_block_bytes(fragment_));
+      const EagerHeader none{~std::uint64_t{0}};  // no message yet (see arrived_before_close)
+      std::memcpy(e.mem.get(), &none, sizeof none);
+      e.buf = pair->createRecvBuffer(eager_ring_slot(peer, rank(), i), e.mem.get(),
+                                     eager_block_bytes(fragment_));
+      inbox_[peer].ring.push_back(std::move(e));
+    }
+    EagerSlot& signal = outbox_[peer].signal;
+    signal = make_slot(1);
+    signal.buf = pair->createRecvBuffer(eager_signal_slot(peer, rank()), signal.mem.get(), 1);
+  }
+}
+
+std::size_t tcp_autotune_max() {
+  std::ifstream f("/proc/sys/net/ipv4/tcp_wmem");
+  std::size_t min = 0, initial = 0, max = 0;
+  if (!(f >> min >> initial >> max) || max == 0) max = 4u << 20;
+  return std::min<std::size_t>(max, 32u << 20);  // Gloo's own cap
+}
+
+void GlooComm::prime_send_buffers() {
+  const std::size_t bytes = tcp_autotune_max();
+  // One memory for every primer: what they carry is never read.
+  auto out = std::make_unique<std::byte[]>(bytes), in = std::make_unique<std::byte[]>(bytes);
+  std::vector<std::unique_ptr<gloo::transport::Buffer>> sends(size()), recvs(size());
+  int peer = 0;
+  try {
+    for (peer = 0; peer < size(); ++peer)
+      if (peer != rank())
+        recvs[peer] =
+            ctx_->getPair(peer)->createRecvBuffer(eager_primer_slot(peer, rank()), in.get(), bytes);
+    for (peer = 0; peer < size(); ++peer)
+      if (peer != rank()) {
+        sends[peer] = ctx_->getPair(peer)->createSendBuffer(eager_primer_slot(rank(), peer),
+                                                            out.get(), bytes);
+        sends[peer]->send(0, bytes);
+      }
+    for (peer = 0; peer < size(); ++peer)
+      if (peer != rank()) {
+        recvs[peer]->waitRecv();
+        sends[peer]->waitSend();
+      }
+  } catch (const std::exception& e) {
+    throw Error(fmt::format("rank {}: lost rank {} while setting up eager messages: {}", rank(),
+                            peer, e.what()));
+  }
+}
+
+EagerSlot GlooComm::make_slot(std::size_t bytes) {
+  EagerSlot e;
+  e.mem = std::make_unique<std::byte[]>(bytes);
+  return e;
+}
+
+// Header, payload and trailer of an eager block into `dst`.
+void fill_block(std::byte* dst, const EagerHeader& h, const std::byte* payload) {
+  std::memcpy(dst, &h, sizeof h);
+  std::memcpy(dst + sizeof h, payload, h.length);
+  std::memcpy(dst + sizeof h + h.length, &h.index, sizeof h.index);
+}
+
 bool GlooComm::eager_send(Op& op, std::int64_t id, const Step& s, std::size_t bytes) {
   EagerOutbox& out = outbox_[s.peer];
   const std::uint32_t k = op.sends_to[s.peer]++;
   const std::byte* src = address(op, s.src);
-  for (std::size_t offset = 0; offset < bytes; offset += blocks_->payload()) {
-    const std::size_t length = std::min(blocks_->payload(), bytes - offset);
-    EagerBlock b = blocks_->take();
-    const EagerHeader h{op.seq, k, static_cast<std::uint32_t>(bytes),
-                        static_cast<std::uint32_t>(offset), static_cast<std::uint32_t>(length)};
-    std::memcpy(b.mem.get(), &h, sizeof h);
-    std::memcpy(b.mem.get() + sizeof h, src + offset, length);
-    b.seq = op.seq;
-    try {
-      b.buf->send(s.peer, eager_slot(rank(), s.peer, out.next_index++), 0, sizeof h + length);
-    } catch (const std::exception& e) {
-      lost(s.peer, where(op, id, s), e.what());
-      return false;
+  try {
+    for (std::size_t offset = 0; offset < bytes; offset += fragment_) {
+      const std::size_t length = std::min(fragment_, bytes - offset);
+      const EagerHeader h{out.next++,
+                          op.seq,
+                          k,
+                          static_cast<std::uint32_t>(bytes),
+                          static_cast<std::uint32_t>(offset),
+                          static_cast<std::uint32_t>(length)};
+      if (out.queued.empty() && h.index < out.credit) {
+        EagerSlot& e = send_entry(s.peer, h.index);
+        fill_block(e.mem.get(), h, src + offset);
+        e.buf->send(0, eager_block_bytes(length));
+      } else {  // no credit: aside, until the peer's next signal
+        std::vector<std::byte> block(eager_block_bytes(length));
+        fill_block(block.data(), h, src + offset);
+        out.queued.push_back(std::move(block));
+      }
     }
-    out.inflight.push_back(std::move(b));
+  } catch (const std::exception& e) {  // the pair to that peer is broken
+    lost(s.peer, where(op, id, s), e.what());
+    return false;
   }
-  // A small send almost always completes inside send(); a waiter per send
-  // would cost a wake-up on the critical path, so sent blocks are reclaimed
-  // in batches.
-  if (!out.waiting && out.inflight.size() >= kEagerReclaimAt) wait_outbox(s.peer);
+  if (!out.queued.empty() && !out.waiting) wait_signal(s.peer);
   return true;  // copied: the source is free again
+}
+
+EagerSlot& GlooComm::send_entry(int peer, std::uint64_t index) {
+  EagerOutbox& out = outbox_[peer];
+  if (out.ring.empty()) {
+    auto& pair = ctx_->getPair(peer);
+    for (int i = 0; i < kEagerSlots; ++i) {
+      EagerSlot e = make_slot(eager_block_bytes(fragment_));
+      e.buf = pair->createSendBuffer(eager_ring_slot(rank(), peer, i), e.mem.get(),
+                                     eager_block_bytes(fragment_));
+      out.ring.push_back(std::move(e));
+    }
+  }
+  const auto i = static_cast<std::size_t>(index % kEagerSlots);
+  // The peer has released the block written from here before (that is the
+  // credit), so that write is long complete: this returns at once.
+  if (out.unwaited[i]) out.ring[i].buf->waitSend();
+  out.unwaited[i] = true;
+  return out.ring[i];
+}
+
+void GlooComm::wait_signal(int peer) {
+  EagerOutbox& out = outbox_[peer];
+  out.waiting = true;
+  waiters_.submit({nullptr, true, kNoCollective, 0, peer, out.signal.buf.get(), true});
+}
+
+void GlooComm::on_signal(const Completion& c) {
+  const int peer = c.eager_peer;
+  EagerOutbox& out = outbox_[peer];
+  out.waiting = false;
+  progress_cv_.notify_all();  // flush_eager_sends may wait for the queue to empty
+  const std::string at = fmt::format("eager sends to rank {}", peer);
+  if (!c.ok) return wait_failed(c, peer, at);
+  out.credit += kEagerSignalEvery;
+  try {
+    while (!out.queued.empty() && out.next - out.queued.size() < out.credit) {
+      const std::vector<std::byte>& block = out.queued.front();
+      EagerSlot& e = send_entry(peer, out.next - out.queued.size());
+      std::memcpy(e.mem.get(), block.data(), block.size());
+      e.buf->send(0, block.size());
+      out.queued.pop_front();
+    }
+  } catch (const std::exception& e) {
+    return lost(peer, at, e.what());
+  }
+  if (!out.queued.empty()) wait_signal(peer);
 }
 
 bool GlooComm::eager_recv(Op& op, std::int64_t id, const Step& s) {
   EagerInbox& in = inbox_[s.peer];
   const EagerKey key{op.seq, op.recvs_from[s.peer]++};
-  // A peer that has closed (in.error) may still have sent this message: it
-  // may wait in the stash or in a receive posted before it closed.
-  if (in.posted.empty() && in.error.empty()) {  // the first from this peer
-    try {
-      post_eager(s.peer, kEagerPosted);
-    } catch (const std::exception& e) {
-      lost(s.peer, where(op, id, s), e.what());
-      return false;
-    }
-  }
   std::size_t remaining = s.count() * op.esize;
   auto [it, end] = in.arrived.equal_range(key);  // fragments that came before their step
   while (it != end) {
-    const EagerHeader h = it->second.header();
+    const EagerHeader& h = it->second.header;
     if (auto why = eager_mismatch(op, s, h, s.peer); !why.empty()) {
       set_broken(std::move(why), false);
       return false;
     }
-    deliver(op, s, h, it->second.payload());
+    deliver(op, s, h, it->second.payload.data());
     remaining -= h.length;
-    blocks_->give(std::move(it->second));
     it = in.arrived.erase(it);
   }
   if (remaining == 0) return true;
-  if (in.posted.empty()) {  // nothing more can come
-    lost(s.peer, where(op, id, s), in.error);
-    return false;
-  }
   in.expected.emplace(key, EagerExpect{id, remaining, 0});
   op.inflight.emplace(id, Transfer{s, nullptr, nullptr});
   if (!in.waiting) wait_inbox(s.peer, op.seq);
   return false;
 }
 
-void GlooComm::post_eager(int peer, int count) {
-  EagerInbox& in = inbox_[peer];
-  for (int i = 0; i < count; ++i) {
-    EagerBlock b = blocks_->take();
-    b.buf->recv(peer, eager_slot(peer, rank(), in.next_index++), 0, blocks_->size());
-    in.posted.push_back(std::move(b));
-  }
-}
-
 void GlooComm::wait_inbox(int peer, std::uint64_t seq) {
   EagerInbox& in = inbox_[peer];
   in.waiting = true;
-  waiters_.submit({in.posted.front().buf.get(), true, seq, 0, peer});
+  waiters_.submit({nullptr, true, seq, 0, peer, in.ring[in.next % kEagerSlots].buf.get(), false});
 }
 
-void GlooComm::wait_outbox(int peer) {
-  EagerOutbox& out = outbox_[peer];
-  out.waiting = true;
-  waiters_.submit({out.inflight.front().buf.get(), false, kNoCollective, 0, peer});
-}
-
-void GlooComm::on_eager_sent(const Completion& c) {
-  EagerOutbox& out = outbox_[c.eager_peer];
-  out.waiting = false;
-  progress_cv_.notify_all();  // flush_eager_sends may wait for this
-  const std::uint64_t seq = out.inflight.front().seq;
-  if (!c.ok && !c.timed_out && c.error.find(kGlooTimeoutClosure) != std::string::npos)
-    return;  // the wait that timed out reports it (see wait_failed)
-  if (!c.ok) {
-    set_broken(c.timed_out ? fmt::format("rank {}: timed out after {} ms sending to rank {} "
-                                         "(collective #{})",
-                                         rank(), timeout().count(), c.eager_peer, seq)
-                           : fmt::format("rank {}: lost rank {} sending to it (collective #{}): {}",
-                                         rank(), c.eager_peer, seq, c.error),
-               c.timed_out);
-    return;
-  }
-  blocks_->give(std::move(out.inflight.front()));
-  out.inflight.pop_front();
-  if (out.inflight.size() > kEagerReclaimTo && !flushing_) wait_outbox(c.eager_peer);
-}
-
-void GlooComm::flush_eager_sends() {
-  std::vector<gloo::transport::UnboundBuffer*> pending;
-  {
-    std::unique_lock lock(mu_);
-    flushing_ = true;
-    // A wait in progress on an outbox ends with its send; the rest are ours.
-    const auto idle = [&] {
-      return !broken_.empty() || std::none_of(outbox_.begin(), outbox_.end(),
-                                              [](const EagerOutbox& o) { return o.waiting; });
-    };
-    if (!progress_cv_.wait_for(lock, 2 * timeout(), idle) || !broken_.empty()) return;
-    for (auto& out : outbox_)
-      for (auto& b : out.inflight) pending.push_back(b.buf.get());
-  }
-  for (auto* buf : pending) try {
-      buf->waitSend(nullptr, timeout());
-    } catch (const std::exception&) {
-      return;  // a peer is gone (or the wait timed out): the pairs are closed
+void GlooComm::release(int peer, std::uint64_t index) {
+  EagerInbox& in = inbox_[peer];
+  in.done[index % kEagerSlots] = true;
+  while (in.released < in.next && in.done[in.released % kEagerSlots])
+    in.done[in.released++ % kEagerSlots] = false;
+  if (flushing_) return;  // closing: nothing more will be taken from the ring
+  try {
+    while (in.released >= (in.signals + 1) * kEagerSignalEvery) {
+      if (!in.signal.buf) {
+        in.signal = make_slot(1);
+        in.signal.buf = ctx_->getPair(peer)->createSendBuffer(eager_signal_slot(rank(), peer),
+                                                              in.signal.mem.get(), 1);
+      }
+      in.signal.buf->send(0, 1);
+      ++in.signals;
     }
+  } catch (const std::exception&) {
+    // The peer has closed: it has nothing more to send that needs credit.
+  }
+}
+
+bool GlooComm::arrived_before_close(const Completion& c, const EagerHeader& h,
+                                    const std::byte* block, std::uint64_t index) const {
+  if (c.timed_out || h.index != index || h.length > fragment_) return false;
+  std::uint64_t trailer = 0;
+  std::memcpy(&trailer, block + sizeof h + h.length, sizeof trailer);
+  return trailer == index;
 }
 
 void GlooComm::on_eager_arrival(const Completion& c, std::unique_lock<std::mutex>& lock) {
   const int peer = c.eager_peer;
   EagerInbox& in = inbox_[peer];
   in.waiting = false;
-  if (!c.ok) return wait_failed(c, peer, inbox_at(in));
-  EagerBlock b = std::move(in.posted.front());
-  in.posted.pop_front();
-  const EagerHeader h = b.header();
+  const std::uint64_t index = in.next;
+  const std::byte* block = in.ring[index % kEagerSlots].mem.get();
+  EagerHeader h;
+  std::memcpy(&h, block, sizeof h);
+  // A peer that has closed fails the wait, but what it sent before is here.
+  if (!c.ok && !arrived_before_close(c, h, block, index)) return wait_failed(c, peer, inbox_at(in));
+  if (h.index != index || h.length > fragment_)
+    return set_broken(fmt::format("rank {}: eager block {} from rank {} carries index {} and {} "
+                                  "bytes: the ranks' eager limits differ, or the stream is damaged",
+                                  rank(), index, peer, h.index, h.length),
+                      false);
+  ++in.next;
+  const std::byte* payload = block + sizeof h;
   const EagerKey key{h.seq, h.k};
   if (auto e = in.expected.find(key); e == in.expected.end()) {
-    in.arrived.emplace(key, std::move(b));  // before its step
+    // Before its step: copied out, so that the entry is free for the next.
+    in.arrived.emplace(key, EagerStashed{h, std::vector<std::byte>(payload, payload + h.length)});
+    release(peer, index);
   } else {
     const std::int64_t id = e->second.step;
     Op& op = *find_op(h.seq);
@@ -484,12 +598,12 @@ void GlooComm::on_eager_arrival(const Completion& c, std::unique_lock<std::mutex
     }
     // As for a rendezvous receive: the step's regions are its own until it
     // completes, so other completions (other fragments among them) proceed
-    // while this one copies.
+    // while this one copies. The ring entry stays ours until released.
     lock.unlock();
-    deliver(op, s, h, b.payload());
+    deliver(op, s, h, payload);
     lock.lock();
     if (closing_ || !broken_.empty()) return;
-    blocks_->give(std::move(b));
+    release(peer, index);
     if (auto f = in.finishing.find(key); f != in.finishing.end()) {
       if (--f->second.delivering == 0) {
         in.finishing.erase(f);
@@ -502,16 +616,34 @@ void GlooComm::on_eager_arrival(const Completion& c, std::unique_lock<std::mutex
       --in.expected.at(key).delivering;  // more fragments to come
     }
   }
-  // Keep kEagerPosted ahead; after the steps this message let go were issued.
-  // A peer that has finished and closed is no error until a step needs it.
-  try {
-    if (in.error.empty()) post_eager(peer, 1);
-  } catch (const std::exception& e) {
-    in.error = e.what();
-  }
   if (in.expected.empty() || in.waiting) return;
-  if (in.posted.empty()) return lost(peer, inbox_at(in), in.error);  // nothing more can come
   wait_inbox(peer, in.expected.begin()->first.first);
+}
+
+void GlooComm::flush_eager_sends() {
+  std::vector<std::pair<gloo::transport::Buffer*, std::uint64_t>> pending;  // (buffer, sends)
+  {
+    std::unique_lock lock(mu_);
+    flushing_ = true;
+    // Blocks still waiting for credit go when the peer's signals come.
+    const auto sent = [&] {
+      return !broken_.empty() || std::all_of(outbox_.begin(), outbox_.end(),
+                                             [](const EagerOutbox& o) { return o.queued.empty(); });
+    };
+    if (!progress_cv_.wait_for(lock, 2 * timeout(), sent) || !broken_.empty()) return;
+    for (auto& out : outbox_)
+      for (std::size_t i = 0; i < out.ring.size(); ++i)
+        if (std::exchange(out.unwaited[i], false)) pending.emplace_back(out.ring[i].buf.get(), 1);
+    for (auto& in : inbox_)
+      if (in.signals > 0) pending.emplace_back(in.signal.buf.get(), std::exchange(in.signals, 0));
+  }
+  // Every write must be complete before its buffer goes.
+  for (auto [buf, sends] : pending)
+    for (std::uint64_t i = 0; i < sends; ++i) try {
+        buf->waitSend();
+      } catch (const std::exception&) {
+        return;  // a peer is gone (or the wait timed out): the pairs are closed
+      }
 }
 
 std::string GlooComm::inbox_at(const EagerInbox& in) {
@@ -553,10 +685,10 @@ void GlooComm::on_completion(const Completion& c) {
   std::unique_lock lock(mu_);
   if (closing_ || !broken_.empty()) return;
   if (c.eager_peer >= 0) {
-    if (c.is_recv)
-      on_eager_arrival(c, lock);
+    if (c.signal)
+      on_signal(c);
     else
-      on_eager_sent(c);
+      on_eager_arrival(c, lock);
     return;
   }
   Op& op = *find_op(c.op_seq);
@@ -605,10 +737,9 @@ void GlooComm::set_broken(std::string msg, bool timeout) {
 }
 
 void GlooComm::abort_waits() {
-  for (auto& in : inbox_)
-    if (in.waiting) in.posted.front().buf->abortWaitRecv();
-  for (auto& out : outbox_)
-    if (out.waiting) out.inflight.front().buf->abortWaitSend();
+  // Waits on eager rings and signals (Gloo bound buffers) cannot be aborted:
+  // they end when the peer writes, when its pair fails (a peer that exits
+  // closes it), or at the timeout.
   for (auto& op : active_)
     for (auto& [id, t] : op->inflight) {
       if (!t.buf) continue;  // an eager receive: its inbox's wait is aborted above

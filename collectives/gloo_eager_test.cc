@@ -276,6 +276,35 @@ TEST(GlooEager, MessagesThatArrivedBeforeThePeerClosedAreStillDelivered) {
   EXPECT_EQ(got[1], input(1, kCount, 2));
 }
 
+TEST(GlooEager, ASenderFarAheadOfItsReceiverWaitsForCredit) {
+  // Rank 1 broadcasts 50 times while rank 0 has not started: far more
+  // messages than a ring has entries, so rank 1 must hold the rest back until
+  // rank 0 has taken the first ones (written into a ring entry still in use,
+  // a message would overwrite one not yet taken, and some result would be
+  // another broadcast's data). Then a sum in the other direction.
+  constexpr int kCalls = 50;
+  constexpr std::size_t kCount = 100;
+  std::vector<std::vector<float>> got(kCalls);
+  std::vector<float> sum;
+  expect_all_ok(run_ranks(2, 4096, [&](Communicator& comm) {
+    std::vector<float> warm(kCount, 1.0f), warm_out(kCount);
+    comm.allreduce(warm.data(), warm_out.data(), kCount, DataType::kF32, ReduceOp::kSum);
+    if (comm.rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    for (int c = 0; c < kCalls; ++c) {
+      const auto root_data = input(1, kCount, c);
+      std::vector<float> out(kCount, -1.0f);
+      comm.broadcast(root_data.data(), out.data(), kCount, DataType::kF32, /*root=*/1);
+      if (comm.rank() == 0) got[c] = out;
+    }
+    const auto in = input(comm.rank(), kCount);
+    std::vector<float> out(kCount, -1.0f);
+    comm.allreduce(in.data(), out.data(), kCount, DataType::kF32, ReduceOp::kSum);
+    if (comm.rank() == 0) sum = out;
+  }));
+  for (int c = 0; c < kCalls; ++c) EXPECT_EQ(got[c], input(1, kCount, c)) << "broadcast " << c;
+  EXPECT_EQ(sum, naive_sum(2, kCount));
+}
+
 // Not eager, but it needs ranks on several hosts: with AlgoConfig::group_size
 // left at 0, hier groups the ranks that share a host. Four ranks on four hosts
 // make groups of 1 where the default is 2; floats of mixed magnitudes summed

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <exception>
 
+#include <gloo/transport/buffer.h>
 #include <gloo/transport/unbound_buffer.h>
 
 namespace cclab::coll::detail {
@@ -80,11 +81,16 @@ bool WaiterPool::rank_run(std::uint64_t op_seq, std::chrono::milliseconds limit)
 }
 
 Completion WaiterPool::wait(const WaitJob& job, std::chrono::milliseconds limit) const {
-  Completion c{job.op_seq, job.step_id, job.eager_peer, job.is_recv, true, false, {}};
+  Completion c{job.op_seq, job.step_id, job.eager_peer, job.signal, job.is_recv, true, false, {}};
   const auto start = std::chrono::steady_clock::now();
   try {
-    c.ok = job.is_recv ? job.buf->waitRecv(nullptr, limit) : job.buf->waitSend(nullptr, limit);
-    if (!c.ok) c.error = "transfer aborted";
+    if (job.bound != nullptr) {
+      limit = timeout_;  // the pair's, which cannot be chosen per wait
+      job.is_recv ? job.bound->waitRecv() : job.bound->waitSend();
+    } else {
+      c.ok = job.is_recv ? job.buf->waitRecv(nullptr, limit) : job.buf->waitSend(nullptr, limit);
+      if (!c.ok) c.error = "transfer aborted";
+    }
   } catch (const std::exception& e) {
     c.ok = false;
     c.error = e.what();

@@ -24,8 +24,9 @@
 #include <vector>
 
 namespace gloo::transport {
+class Buffer;
 class UnboundBuffer;
-}
+}  // namespace gloo::transport
 
 namespace cclab::coll::detail {
 
@@ -34,7 +35,11 @@ struct WaitJob {
   bool is_recv = false;
   std::uint64_t op_seq = 0;  // kNoCollective: no rank's thread takes it
   std::int64_t step_id = 0;
-  int eager_peer = -1;  // >= 0: the next eager message from (recv) or to that peer
+  int eager_peer = -1;  // >= 0: the next eager message from that peer, or its signal
+  // A bound buffer instead of `buf` (eager rings and signals): its wait has
+  // the pair's timeout, which is the communicator's.
+  gloo::transport::Buffer* bound = nullptr;
+  bool signal = false;  // a signal from eager_peer, not a message
 };
 
 inline constexpr std::uint64_t kNoCollective = ~std::uint64_t{0};
@@ -43,6 +48,7 @@ struct Completion {
   std::uint64_t op_seq = 0;
   std::int64_t step_id = 0;
   int eager_peer = -1;
+  bool signal = false;
   bool is_recv = false;
   bool ok = true;
   bool timed_out = false;  // the wait reached its limit

@@ -1,9 +1,10 @@
 // The gloo backend: one process per rank, schedules executed over Gloo's TCP
 // transport. Ranks meet through a Gloo store (a file store on a shared
 // directory or a Redis server), connect a full mesh of TCP pairs, and then
-// run every schedule's sends and receives as Gloo unbound-buffer transfers,
-// several in flight at once: messages up to GlooOptions::eager_bytes into
-// receives posted ahead (one way), larger ones through Gloo's rendezvous.
+// run every schedule's sends and receives over Gloo, several in flight at
+// once: messages up to GlooOptions::eager_bytes into a ring of bound buffers
+// the receiver registered (one write each), larger ones as unbound-buffer
+// transfers through Gloo's rendezvous.
 // Built only when Gloo is found (CCLAB_HAVE_GLOO).
 //
 // The ibverbs transport is selectable where Gloo has it, but the executor
@@ -22,8 +23,8 @@
 namespace cclab::coll {
 
 // The default and the largest GlooOptions::eager_bytes. Blocks are at most
-// the default (larger messages go as fragments): a rank keeps 8 posted per
-// peer it hears from.
+// the default (larger messages go as fragments): a rank registers a ring of 8
+// per peer.
 inline constexpr std::size_t kGlooDefaultEagerBytes = 256u << 10;
 inline constexpr std::size_t kGlooMaxEagerBytes = 16u << 20;
 
@@ -45,7 +46,7 @@ struct GlooOptions {
   std::chrono::milliseconds timeout{30000};
   GlooTransport transport = GlooTransport::kTcp;
   // Messages up to this many bytes go eagerly (see gloo_eager.h): copied into
-  // receives posted ahead, one way, instead of Gloo's rendezvous; 0: never;
+  // the receiver's ring, one way, instead of Gloo's rendezvous; 0: never;
   // at most kGlooMaxEagerBytes. Every rank must use the same value.
   std::size_t eager_bytes = kGlooDefaultEagerBytes;
   // Start Gloo's TCP loop thread (it reads and writes every pair's socket)
