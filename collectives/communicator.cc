@@ -69,22 +69,24 @@ Request Communicator::ibroadcast(const void* send, void* recv, std::uint64_t cou
 
 void Communicator::allreduce(const void* send, void* recv, std::uint64_t count, DataType t,
                              ReduceOp op, const AlgoConfig& algo) {
-  iallreduce(send, recv, count, t, op, algo).wait();
+  run(make_call(CollectiveKind::kAllReduce, size(), count, t, op, send, recv, algo));
 }
 
 void Communicator::reduce_scatter(const void* send, void* recv, std::uint64_t recv_count,
                                   DataType t, ReduceOp op, const AlgoConfig& algo) {
-  ireduce_scatter(send, recv, recv_count, t, op, algo).wait();
+  run(make_call(CollectiveKind::kReduceScatter, size(), recv_count, t, op, send, recv, algo));
 }
 
 void Communicator::all_gather(const void* send, void* recv, std::uint64_t send_count, DataType t,
                               const AlgoConfig& algo) {
-  iall_gather(send, recv, send_count, t, algo).wait();
+  run(make_call(CollectiveKind::kAllGather, size(), send_count, t, ReduceOp::kSum, send, recv,
+                algo));
 }
 
 void Communicator::broadcast(const void* send, void* recv, std::uint64_t count, DataType t,
                              int root, const AlgoConfig& algo) {
-  ibroadcast(send, recv, count, t, root, algo).wait();
+  run(make_call(CollectiveKind::kBroadcast, size(), count, t, ReduceOp::kSum, send, recv, algo,
+                root));
 }
 
 }  // namespace cclab::coll

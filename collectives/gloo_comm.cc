@@ -118,6 +118,10 @@ class GlooComm final : public Communicator {
   int rank() const override { return ctx_->rank; }
   int size() const override { return ctx_->size; }
   Request start(const CollectiveCall& call) override;
+  // The caller waits: this thread takes the collective's first wait itself
+  // (waiters_.rank_begin before its steps are issued) instead of a worker
+  // being woken for it and then waking this thread.
+  void run(const CollectiveCall& call) override;
   int host_group_size() const override { return host_group_size_; }
   // Exchanges host names (an all-gather) and sets host_group_size().
   void group_by_host(const std::string& host_name);
@@ -125,6 +129,8 @@ class GlooComm final : public Communicator {
   std::unique_ptr<Communicator> split(int color, int key) override;
 
   void wait(Op& op);
+  // Starts a collective (under mu_); see run() for `caller_waits`.
+  std::shared_ptr<Op> begin(const CollectiveCall& call, bool caller_waits);
   bool test(Op& op);
   const std::shared_ptr<gloo::Context>& context() const { return ctx_; }
 
@@ -253,6 +259,22 @@ bool GlooRequest::test() { return comm_->test(*op_); }
 
 Request GlooComm::start(const CollectiveCall& call) {
   std::lock_guard lock(mu_);
+  return Request(std::make_shared<GlooRequest>(this, begin(call, false)));
+}
+
+void GlooComm::run(const CollectiveCall& call) {
+  std::unique_lock lock(mu_);
+  std::shared_ptr<Op> op;
+  try {
+    op = begin(call, true);
+  } catch (...) {
+    waiters_.rank_end();
+    throw;
+  }
+  wait_locked(lock, *op);
+}
+
+std::shared_ptr<Op> GlooComm::begin(const CollectiveCall& call, bool caller_waits) {
   check_usable();
   if (active_.empty()) last_progress_ = Clock::now();
   auto op = std::make_shared<Op>();
@@ -273,8 +295,9 @@ Request GlooComm::start(const CollectiveCall& call) {
   op->sends_to.assign(size(), 0);
   op->recvs_from.assign(size(), 0);
   active_.push_back(op);
+  if (caller_waits) waiters_.rank_begin(op->seq);  // wait_locked ends it
   issue_ready(*op);
-  return Request(std::make_shared<GlooRequest>(this, op));
+  return op;
 }
 
 std::byte* GlooComm::address(Op& op, const Region& r) {

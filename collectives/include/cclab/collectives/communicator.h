@@ -63,6 +63,9 @@ class Communicator {
   // Starts a collective; calls are matched across ranks by issue order, and
   // several may be in flight.
   virtual Request start(const CollectiveCall& call) = 0;
+  // Runs a collective to completion (the blocking forms below): start(call)
+  // and wait, unless an executor does better knowing the caller waits.
+  virtual void run(const CollectiveCall& call) { start(call).wait(); }
   virtual void barrier() = 0;
   // Collective over this communicator: ranks with the same color form a new
   // communicator ordered by (key, rank); a negative color returns nullptr.
