@@ -36,7 +36,7 @@ void add_run_options(CLI::App& cmd, BenchFlags& f) {
                      " (default: CCLAB_TRANSPORT, else tcp)");
   cmd.add_option("--eager", f.eager,
                  "--backend gloo: messages up to this size (e.g. 64K; 0: none) skip Gloo's "
-                 "rendezvous, copied into the receiver's ring (default: 256K)");
+                 "rendezvous, copied into the receiver's ring (default: 64K)");
   cmd.add_option("--loop-thread", f.loop_thread,
                  "--backend gloo: scheduling policy of Gloo's TCP loop thread, batch (no wake-up "
                  "preemption; default) or normal (Gloo's own)");

@@ -53,10 +53,10 @@ inline constexpr int kEagerSlots = 8;
 inline constexpr int kEagerSignalEvery = kEagerSlots / 2;
 
 // A message larger than this goes as fragments of this size, each an eager
-// message of its own: the receiver reduces one while the next arrives. The
-// default eager limit, so a message up to it is one Gloo message. Lowered
-// when the receive rings of all peers would exceed kEagerRingBudget.
-inline constexpr std::size_t kEagerFragmentBytes = kGlooDefaultEagerBytes;
+// message of its own: the receiver reduces one while the next arrives. Blocks
+// are the smaller of this and the eager limit, and shrink further when the
+// receive rings of all peers would exceed kEagerRingBudget.
+inline constexpr std::size_t kEagerFragmentBytes = 256u << 10;
 inline constexpr std::size_t kEagerRingBudget = 64u << 20;
 inline constexpr std::size_t kEagerMinFragmentBytes = 4u << 10;
 

@@ -22,10 +22,13 @@
 
 namespace cclab::coll {
 
-// The default and the largest GlooOptions::eager_bytes. Blocks are at most
-// the default (larger messages go as fragments): a rank registers a ring of 8
-// per peer.
-inline constexpr std::size_t kGlooDefaultEagerBytes = 256u << 10;
+// The default and the largest GlooOptions::eager_bytes. 64 KiB: on 2 ranks
+// (direct, --pin, two runs each) a 64 KiB message went faster eagerly (94 us
+// per all-reduce against 110-114 through the rendezvous) and a 128 KiB one
+// through the rendezvous (120-143 us against 148-166: no copy into the
+// ring). Blocks are at most 256 KiB (larger messages go as fragments): a rank
+// registers a ring of 8 per peer.
+inline constexpr std::size_t kGlooDefaultEagerBytes = 64u << 10;
 inline constexpr std::size_t kGlooMaxEagerBytes = 16u << 20;
 
 // The Gloo transport the pairs use.
