@@ -27,7 +27,7 @@ namespace cclab::coll {
 // per all-reduce against 110-114 through the rendezvous) and a 128 KiB one
 // through the rendezvous (120-143 us against 148-166: no copy into the
 // ring). Blocks are at most 256 KiB (larger messages go as fragments): a rank
-// registers a ring of 8 per peer.
+// registers a ring of 32 per peer.
 inline constexpr std::size_t kGlooDefaultEagerBytes = 64u << 10;
 inline constexpr std::size_t kGlooMaxEagerBytes = 16u << 20;
 
