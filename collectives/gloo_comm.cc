@@ -508,8 +508,8 @@ void GlooComm::on_signal(const Completion& c) {
   EagerOutbox& out = outbox_[peer];
   out.waiting = false;
   progress_cv_.notify_all();  // flush_eager_sends may wait for the queue to empty
-  const std::string at = fmt::format("eager sends to rank {}", peer);
-  if (!c.ok) return wait_failed(c, peer, at);
+  const auto at = [peer] { return fmt::format("eager sends to rank {}", peer); };
+  if (!c.ok) return wait_failed(c, peer, at());
   out.credit += kEagerSignalEvery;
   try {
     while (!out.queued.empty() && out.next - out.queued.size() < out.credit) {
@@ -520,7 +520,7 @@ void GlooComm::on_signal(const Completion& c) {
       out.queued.pop_front();
     }
   } catch (const std::exception& e) {
-    return lost(peer, at, e.what());
+    return lost(peer, at(), e.what());
   }
   if (!out.queued.empty()) wait_signal(peer);
 }
@@ -765,7 +765,7 @@ void GlooComm::abort_waits() {
   // closes it), or at the timeout.
   for (auto& op : active_)
     for (auto& [id, t] : op->inflight) {
-      if (!t.buf) continue;  // an eager receive: its inbox's wait is aborted above
+      if (!t.buf) continue;  // an eager receive: its ring's wait ends as said above
       if (t.step.kind == StepKind::kSend)
         t.buf->abortWaitSend();
       else

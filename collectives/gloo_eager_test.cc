@@ -1,8 +1,8 @@
 // The gloo executor's eager messages (gloo_eager.h), with every rank a thread
 // of this process and its own Gloo context over 127.0.0.1: results against a
 // naive sum for sizes either side of the eager limit, messages that arrive
-// before their step is issued, more messages in flight than receives posted
-// ahead, and ranks that disagree on the size of a message; and hier grouping
+// before their step is issued, more messages in flight than a ring has
+// entries, and ranks that disagree on the size of a message; and hier grouping
 // the ranks of a host, which needs ranks on several hosts.
 #include <algorithm>
 #include <atomic>
@@ -168,9 +168,9 @@ TEST(GlooEager, MessagesThatArriveBeforeTheirStepIsIssued) {
   EXPECT_EQ(wrong, (std::vector<int>{0, 0}));
 }
 
-TEST(GlooEager, MoreMessagesInFlightThanReceivesPostedAhead) {
+TEST(GlooEager, MoreMessagesInFlightThanRingEntries) {
   // 40 collectives in flight, 8 chunks each: far more eager messages per peer
-  // than the receiver keeps posted, and than a sender keeps before reclaiming;
+  // than a ring has entries, so senders run out of credit and wait for signals;
   // a peer's messages of a later collective come before those of an earlier
   // one (kept until their step is issued).
   constexpr int kCalls = 40;
@@ -255,10 +255,10 @@ TEST(GlooSegments, EveryAlgorithmMatchesANaiveSumWithMessagesOfSeveralSegments) 
 
 TEST(GlooEager, MessagesThatArrivedBeforeThePeerClosedAreStillDelivered) {
   // Rank 1 broadcasts twice (its eager sends are done once copied) and closes
-  // while rank 0 has not started: both messages wait in rank 0's receives
-  // posted ahead. Delivering the first finds the peer gone (its receive can't
-  // be posted again); the second must still be delivered, not reported as a
-  // lost peer. Found by ManyChunkedCalls... under load, about 1 run in 5.
+  // while rank 0 has not started: both messages wait in rank 0's ring, and
+  // Gloo fails every wait on the closed pair. Both must still be delivered
+  // (their header and trailer say they arrived whole), not reported as a lost
+  // peer. Found by ManyChunkedCalls... under load, about 1 run in 5.
   constexpr std::size_t kCount = 100;
   std::vector<std::vector<float>> got(2);
   expect_all_ok(run_ranks(2, 4096, [&](Communicator& comm) {
