@@ -78,6 +78,9 @@ void add_sweep_options(CLI::App& cmd, BenchFlags& f) {
                  "Calls per timed iteration, back to back after one barrier; its time is their "
                  "mean (nccl-tests style: spreads the barrier's exit skew over the batch)")
       ->capture_default_str();
+  cmd.add_flag("--interleave", f.interleave,
+               "Time a size's rows in turn, one call of each per iteration, after warming them all "
+               "up (a slow phase of a shared machine then falls on every row alike)");
   cmd.add_option("-c,--check", f.check, "Check results (1) or not (0)")->capture_default_str();
   cmd.add_option("--json", f.json_path, "Also write the results to this JSON file");
   cmd.add_flag("--compare", f.compare,

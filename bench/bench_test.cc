@@ -196,7 +196,7 @@ TEST(Reference, CountsEachWrongElement) {
 }
 
 // A one-rank backend whose collectives do nothing (but run `on_call`, when
-// given): the check must see it.
+// given, with the call): the check must see it.
 class InertComm final : public coll::Communicator {
   struct Done final : coll::detail::RequestImpl {
     void wait() override {}
@@ -204,23 +204,24 @@ class InertComm final : public coll::Communicator {
   };
 
  public:
-  explicit InertComm(std::function<void()> on_call = {}) : on_call_(std::move(on_call)) {}
+  using OnCall = std::function<void(const coll::CollectiveCall&)>;
+  explicit InertComm(OnCall on_call = {}) : on_call_(std::move(on_call)) {}
   int rank() const override { return 0; }
   int size() const override { return 1; }
-  coll::Request start(const coll::CollectiveCall&) override {
-    if (on_call_) on_call_();
+  coll::Request start(const coll::CollectiveCall& call) override {
+    if (on_call_) on_call_(call);
     return coll::Request(std::make_shared<Done>());
   }
   void barrier() override {}
   std::unique_ptr<Communicator> split(int, int) override { return nullptr; }
 
  private:
-  std::function<void()> on_call_;
+  OnCall on_call_;
 };
 
 class InertBackend final : public Backend {
  public:
-  explicit InertBackend(std::function<void()> on_call = {}) : comm_(std::move(on_call)) {}
+  explicit InertBackend(InertComm::OnCall on_call = {}) : comm_(std::move(on_call)) {}
   std::string_view name() const override { return "inert"; }
   int ranks() const override { return 1; }
   void run(const std::function<void(coll::Communicator&)>& fn) override { fn(comm_); }
@@ -243,7 +244,7 @@ TEST(Sweep, HostUseCountsEachCallsCpuTimeAndContextSwitches) {
   f.ranks = 1, f.algo = "ring", f.min_bytes = "64", f.max_bytes = "64", f.iters = 5;
   f.warmup = 0, f.check = 0;
   const auto c = resolve(f);
-  InertBackend backend([] {
+  InertBackend backend([](const coll::CollectiveCall&) {
     const double start = thread_cpu_us();
     while (thread_cpu_us() - start < 2000) {
     }
@@ -259,15 +260,64 @@ TEST(Sweep, HostUseCountsEachCallsCpuTimeAndContextSwitches) {
 }
 
 TEST(Sweep, ACollectiveThatWritesNothingIsWrong) {
+  for (bool interleave : {false, true}) {
+    BenchFlags f;
+    f.ranks = 1, f.algo = "ring,hd", f.min_bytes = "64", f.max_bytes = "128", f.iters = 1;
+    f.step_factor = 2, f.interleave = interleave;
+    const auto c = resolve(f);
+    InertBackend backend;
+    const auto rows = run_sweep(c, backend);
+    ASSERT_EQ(rows.size(), 4u);
+    EXPECT_EQ(rows[0].wrong, 16u);  // 64 B of f32, all still poisoned
+    EXPECT_EQ(rows[1].wrong, 16u);
+    EXPECT_EQ(rows[2].wrong, 32u);
+    EXPECT_EQ(rows[3].wrong, 32u);
+  }
+}
+
+// Interleaved rows share the ranks' buffers: each is still checked on its own.
+TEST(Sweep, InterleavedThreadsResultsAreExact) {
+  for (bool in_place : {false, true}) {
+    BenchFlags f;
+    f.ranks = 3, f.in_place = in_place, f.interleave = true;
+    f.min_bytes = std::string("1"), f.max_bytes = "20K", f.step_factor = 7, f.iters = 2;
+    const auto c = resolve(f);
+    auto backend = make_backend("threads", c.ranks, c.timeout);
+    const auto rows = run_sweep(c, *backend);
+    ASSERT_EQ(rows.size(), sweep_sizes(c).size() * c.algos.size());
+    for (const auto& row : rows)
+      EXPECT_EQ(row.wrong, 0u) << (in_place ? "in place " : "") << coll::algorithm_name(row.algo)
+                               << " " << row.bytes << " B";
+  }
+}
+
+// The order of the calls a sweep of two sizes and two algorithms makes,
+// sequentially and interleaved (no check, one warm-up): "r" ring, "h" hd,
+// and the size's initial as a suffix.
+std::string call_order(bool interleave) {
   BenchFlags f;
-  f.ranks = 1, f.algo = "ring", f.min_bytes = "64", f.max_bytes = "128", f.iters = 1;
-  f.step_factor = 2;
+  f.ranks = 1, f.algo = "ring,hd", f.min_bytes = "64", f.max_bytes = "128", f.step_factor = 2;
+  f.iters = 3, f.warmup = 1, f.check = 0, f.interleave = interleave;
   const auto c = resolve(f);
-  InertBackend backend;
+  std::string order;
+  InertBackend backend([&](const coll::CollectiveCall& call) {
+    order += call.algo.algo == coll::Algorithm::kRing ? 'r' : 'h';
+    order += call.shape.count == 16 ? '1' : '2';
+  });
   const auto rows = run_sweep(c, backend);
-  ASSERT_EQ(rows.size(), 2u);
-  EXPECT_EQ(rows[0].wrong, 16u);  // 64 B of f32, all still poisoned
-  EXPECT_EQ(rows[1].wrong, 32u);
+  EXPECT_EQ(rows.size(), 4u);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i].algo,
+              i % 2 == 0 ? coll::Algorithm::kRing : coll::Algorithm::kHalvingDoubling);
+    EXPECT_EQ(rows[i].iters, 3);
+  }
+  return order;
+}
+
+TEST(Sweep, InterleaveTimesEachRowOfASizeInTurn) {
+  // One warm-up of each row, then iteration by iteration, then the next size.
+  EXPECT_EQ(call_order(true), "r1h1r1h1r1h1r1h1r2h2r2h2r2h2r2h2");
+  EXPECT_EQ(call_order(false), "r1r1r1r1h1h1h1h1r2r2r2r2h2h2h2h2");
 }
 
 // Every collective, algorithm, placement and a few types on 3 threads ranks

@@ -5,8 +5,8 @@
 #                                  `cclab launch -n N`; exit 0 proves #wrong == 0
 #   redis-run CCLAB N ALGO DIR     the same through the Redis server that
 #                                  `redis-start DIR` left in DIR
-#   peers CCLAB N                  ours and every Gloo peer, checked, with --compare;
-#                                  bcube must be a skipped row at odd N
+#   peers CCLAB N [FLAGS]          ours and every Gloo peer, checked, with --compare
+#                                  (and FLAGS); bcube must be a skipped row at odd N
 #   fault CCLAB N                  kill -9 one rank mid-run: launch and the
 #                                  survivors must fail, naming it, without hanging
 #   stall CCLAB N                  SIGSTOP one rank mid-run: the survivors must time
@@ -92,6 +92,7 @@ case $mode in
     ;;
   peers)
     cclab=$1 n=$2
+    shift 2  # the rest: extra bench flags (e.g. --inplace --interleave)
     out=$(mktemp)
     status=0
     peers=gloo-ring,gloo-ring-chunked,gloo-hd,gloo-bcube,gloo-fn-ring,gloo-fn-bcube
@@ -100,7 +101,7 @@ case $mode in
     # so its correctness is not a property of ours to gate on there.
     ((n == 4)) && peers=${peers/gloo-bcube,/}
     timeout 120 "$cclab" launch -n "$n" -- "$cclab" "${bench_args[@]}" -e 64K --compare \
-      --algo "all,$peers" >"$out" 2>&1 || status=$?
+      --algo "all,$peers" "$@" >"$out" 2>&1 || status=$?
     cat "$out"
     fail=0
     ((status == 0)) || { echo "FAIL: exit status $status"; fail=1; }

@@ -126,7 +126,8 @@ std::string mpi_skip_reason(DataType t, ReduceOp op, std::uint64_t count) {
   return "";
 }
 
-std::function<void()> make_mpi_peer(void* data, std::uint64_t count, DataType t, ReduceOp op) {
+std::function<void()> make_mpi_peer(const void* in, void* out, std::uint64_t count, DataType t,
+                                    ReduceOp op) {
 #ifdef CCLAB_HAVE_MPI
   int initialized = 0;
   MPI_Initialized(&initialized);
@@ -135,11 +136,11 @@ std::function<void()> make_mpi_peer(void* data, std::uint64_t count, DataType t,
   const MPI_Datatype type = mpi_type(t);
   const MPI_Op mop = mpi_op(op);
   const int n = static_cast<int>(count);
-  return [=] {
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, data, n, type, mop, MPI_COMM_WORLD), "MPI_Allreduce");
-  };
+  const void* send = in == out ? MPI_IN_PLACE : in;
+  return
+      [=] { check_mpi(MPI_Allreduce(send, out, n, type, mop, MPI_COMM_WORLD), "MPI_Allreduce"); };
 #else
-  (void)data, (void)count, (void)t, (void)op;
+  (void)in, (void)out, (void)count, (void)t, (void)op;
   throw BackendUnavailable("--algo mpi: this cclab was built without MPI (CCLAB_WITH_MPI)");
 #endif
 }

@@ -52,10 +52,10 @@ class MpiSession {
 // Why a row of `count` elements of type t under op is skipped (empty: it runs).
 std::string mpi_skip_reason(coll::DataType t, coll::ReduceOp op, std::uint64_t count);
 
-// One prepared in-place MPI_Allreduce of `count` elements at `data` on
-// MPI_COMM_WORLD (collective); needs a started MpiSession and a row that
-// mpi_skip_reason lets run.
-std::function<void()> make_mpi_peer(void* data, std::uint64_t count, coll::DataType t,
-                                    coll::ReduceOp op);
+// One prepared MPI_Allreduce of `count` elements from `in` to `out` on
+// MPI_COMM_WORLD (in == out: in place, MPI_IN_PLACE); collective; needs a
+// started MpiSession and a row that mpi_skip_reason lets run.
+std::function<void()> make_mpi_peer(const void* in, void* out, std::uint64_t count,
+                                    coll::DataType t, coll::ReduceOp op);
 
 }  // namespace cclab::bench

@@ -209,6 +209,7 @@ BenchConfig resolve(const BenchFlags& f) {
   c.iters = at_least(f.iters, 1, "-n/--iters");
   c.warmup = at_least(f.warmup, 0, "-w/--warmup");
   c.batch = at_least(f.batch, 1, "--batch");
+  c.interleave = f.interleave;
   if (f.check != 0 && f.check != 1)
     invalid("-c/--check", fmt::format("{} is not allowed (allowed: 0, 1)", f.check));
   c.check = f.check == 1;

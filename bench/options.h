@@ -31,6 +31,7 @@ struct BenchFlags {
   int iters = 20;
   int warmup = 5;
   int batch = 1;
+  bool interleave = false;
   int check = 1;
   bool in_place = false;
   int chunks = 1;
@@ -62,7 +63,8 @@ struct BenchConfig {
   int root = 0;
   int iters = 20;
   int warmup = 5;
-  int batch = 1;  // calls per timed iteration
+  int batch = 1;            // calls per timed iteration
+  bool interleave = false;  // a size's rows timed in turn, iteration by iteration
   bool check = true;
   bool in_place = false;
   int chunks = 1;

@@ -104,16 +104,23 @@ std::string peer_skip_reason(std::string_view peer, const BenchConfig& c, std::u
   return "";
 }
 
-std::function<void()> make_peer(coll::Communicator& comm, std::string_view peer, void* data,
-                                std::uint64_t count, const BenchConfig& c) {
-  if (peer == kMpiPeer) return make_mpi_peer(data, count, c.dtype, c.op);
+bool peer_runs_in_place(std::string_view peer, const BenchConfig& c) {
+#ifdef CCLAB_HAVE_GLOO
+  if (coll::gloo_peer_in_place_only(peer)) return true;
+#endif
+  return c.in_place;
+}
+
+std::function<void()> make_peer(coll::Communicator& comm, std::string_view peer, const void* in,
+                                void* out, std::uint64_t count, const BenchConfig& c) {
+  if (peer == kMpiPeer) return make_mpi_peer(in, out, count, c.dtype, c.op);
   if (is_nccl_peer(peer)) {
 #ifdef CCLAB_HAVE_NCCL
     const auto algo = peer == "nccl-ring"   ? coll::NcclAlgo::kRing
                       : peer == "nccl-tree" ? coll::NcclAlgo::kTree
                                             : coll::NcclAlgo::kDefault;
-    return [&comm, data, count, algo, t = c.dtype, op = c.op] {
-      coll::nccl_allreduce(comm, data, data, count, t, op, algo);
+    return [&comm, in, out, count, algo, t = c.dtype, op = c.op] {
+      coll::nccl_allreduce(comm, in, out, count, t, op, algo);
     };
 #else
     throw BackendUnavailable(fmt::format("--algo {}: this build has no NCCL", peer));
@@ -121,10 +128,10 @@ std::function<void()> make_peer(coll::Communicator& comm, std::string_view peer,
   }
 #ifdef CCLAB_HAVE_GLOO
   std::shared_ptr<coll::PeerAllreduce> p =
-      coll::make_gloo_peer(comm, peer, data, count, c.dtype, c.op);
+      coll::make_gloo_peer(comm, peer, in, out, count, c.dtype, c.op);
   return [p] { p->run(); };
 #else
-  (void)comm, (void)data, (void)count, (void)c;
+  (void)comm, (void)in, (void)out, (void)count, (void)c;
   throw BackendUnavailable(fmt::format("--algo {}: this build has no Gloo", peer));
 #endif
 }

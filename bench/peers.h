@@ -36,10 +36,15 @@ void check_peer(std::string_view peer, const BenchConfig& config);
 // MPI lacks.
 std::string peer_skip_reason(std::string_view peer, const BenchConfig& config, std::uint64_t bytes);
 
-// One prepared, in-place peer all-reduce of `count` elements at `data`;
-// calling it is collective. Made once per row on every rank in the same order.
-// Gloo's peers run on `comm` (a gloo communicator); the mpi peer ignores it.
-std::function<void()> make_peer(coll::Communicator& comm, std::string_view peer, void* data,
-                                std::uint64_t count, const BenchConfig& config);
+// Whether `peer` runs in place: as the sweep does, except Gloo's classic
+// classes, which have no out-of-place form and always do.
+bool peer_runs_in_place(std::string_view peer, const BenchConfig& config);
+
+// One prepared peer all-reduce of `count` elements from `in` to `out` (the
+// same pointer in place, see peer_runs_in_place); calling it is collective.
+// Made once per row on every rank in the same order. Gloo's peers run on
+// `comm` (a gloo communicator); the mpi peer ignores it.
+std::function<void()> make_peer(coll::Communicator& comm, std::string_view peer, const void* in,
+                                void* out, std::uint64_t count, const BenchConfig& config);
 
 }  // namespace cclab::bench

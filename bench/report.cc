@@ -48,6 +48,7 @@ void print_header(std::ostream& out, const BenchConfig& c) {
       c.in_place ? "in-place" : "out-of-place", c.chunks, c.iters, c.warmup);
   out << fmt::format("# check {}, timeout {} ms", c.check ? 1 : 0, c.timeout.count());
   if (c.batch > 1) out << fmt::format(", batch {} (time: mean of that many calls)", c.batch);
+  if (c.interleave) out << ", interleaved (each iteration runs every row of a size in turn)";
   if (c.coll == CollectiveKind::kBroadcast) out << fmt::format(", root {}", c.root);
   if (uses_hier(c))
     out << fmt::format(", hier group size {}, inner {}",
@@ -104,6 +105,7 @@ nlohmann::json config_json(const BenchConfig& c) {
           {"iters", c.iters},
           {"warmup", c.warmup},
           {"batch", c.batch},
+          {"interleave", c.interleave},
           {"check", c.check ? 1 : 0},
           {"in_place", c.in_place},
           {"chunks", c.chunks},

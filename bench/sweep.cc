@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 
 #include <sys/resource.h>
@@ -21,17 +22,32 @@ using coll::CollectiveShape;
 
 // What the ranks of one session share (they are threads of this process).
 // Each rank writes only its own slots; rank 0 reads them all after a barrier.
+// A size's rows each have their own slots, so that interleaved rows are timed
+// side by side (`row` below: the row's place among its size's rows).
 struct Shared {
-  Shared(int ranks, int iters)
-      : times_us(static_cast<std::size_t>(ranks) * iters),
+  Shared(int ranks, int iters, int rows_per_size)
+      : ranks(ranks),
+        iters(iters),
+        times_us(static_cast<std::size_t>(rows_per_size) * ranks * iters),
         use(times_us.size()),
-        wrong(ranks),
+        wrong(static_cast<std::size_t>(rows_per_size) * ranks),
         outputs(ranks) {}
-  std::vector<double> times_us;           // [rank * iters + iteration]
+  std::size_t slot(int row, int rank, int iteration) const {
+    return (static_cast<std::size_t>(row) * ranks + rank) * iters + iteration;
+  }
+  int ranks, iters;
+  std::vector<double> times_us;           // [slot(row, rank, iteration)]
   std::vector<HostUse> use;               // as times_us
-  std::vector<std::uint64_t> wrong;       // per rank, for the current row
+  std::vector<std::uint64_t> wrong;       // [row * ranks + rank], for the current size
   std::vector<const std::byte*> outputs;  // per rank, for the identity check
   std::vector<SweepRow> rows;             // appended by rank 0
+};
+
+// One row of a size as it is being measured: its identity, and its call (none
+// when skipped).
+struct Contender {
+  SweepRow row;
+  std::function<void()> run;
 };
 
 // One collective call: its per-rank shape and this rank's pointers.
@@ -135,44 +151,87 @@ class RankRunner {
     if (!config_.in_place)
       buffers_.fill_input(expect_, buffers_.call(shape_for(config_, sizes_.back().count), {}));
     for (const auto& size : sizes_) {
-      for (auto algo : config_.algos) run_row(size, algo);
-      for (const auto& peer : config_.peers) run_peer_row(size, peer);
+      if (config_.interleave) {
+        run_interleaved(size);
+        continue;
+      }
+      int row = 0;
+      for (auto algo : config_.algos) {
+        Contender c = prepare(size, algo, row);
+        measure(c, row++);
+      }
+      for (const auto& peer : config_.peers) {
+        Contender c = prepare_peer(size, peer, row);
+        measure(c, row++);
+      }
     }
   }
 
  private:
-  void run_row(const SizePoint& size, coll::Algorithm algo) {
-    const Call call = buffers_.call(shape_for(config_, size.count), algo);
-    if (config_.check) check(call);
-    if (config_.in_place) buffers_.fill_input(expect_, call);
-    for (int i = 0; i < config_.warmup; ++i) run_collective(comm_, config_, call);
-    const auto run = [&] { run_collective(comm_, config_, call); };
-    for (int i = 0; i < config_.iters; ++i) timed_call(i, run);
-    finish_row(new_row(size, algo, ""));
+  // --interleave: every row of the size is checked and warmed up first, then
+  // timed iteration i runs each row once in turn, so that a slow phase of the
+  // machine falls on all of them alike.
+  void run_interleaved(const SizePoint& size) {
+    std::vector<Contender> rows;
+    for (auto algo : config_.algos) rows.push_back(prepare(size, algo, rows.size()));
+    for (const auto& peer : config_.peers) rows.push_back(prepare_peer(size, peer, rows.size()));
+    for (auto& c : rows)
+      for (int i = 0; c.run && i < config_.warmup; ++i) c.run();
+    for (int i = 0; i < config_.iters; ++i)
+      for (std::size_t r = 0; r < rows.size(); ++r)
+        if (rows[r].run) timed_call(r, i, rows[r].run);
+    for (std::size_t r = 0; r < rows.size(); ++r) finish(rows[r], r);
   }
 
-  // A peer runs in place on the output buffer; it is built for this size
-  // only (Gloo's classic algorithms allocate and connect when constructed).
-  void run_peer_row(const SizePoint& size, const std::string& peer) {
-    SweepRow row = new_row(size, coll::Algorithm::kRing, peer);
-    row.skipped = peer_skip_reason(peer, config_, size.bytes);
-    if (!row.skipped.empty()) {  // every rank decides alike, so nobody runs it
-      if (rank_ == 0) shared_.rows.push_back(row);
+  // Warm-up and timed calls of one row, then its figures.
+  void measure(Contender& c, int row) {
+    for (int i = 0; c.run && i < config_.warmup; ++i) c.run();
+    for (int i = 0; c.run && i < config_.iters; ++i) timed_call(row, i, c.run);
+    finish(c, row);
+  }
+
+  void finish(Contender& c, int row) {
+    if (!c.run) {  // skipped
+      if (rank_ == 0) shared_.rows.push_back(c.row);
       return;
     }
+    finish_row(std::move(c.row), row);
+  }
+
+  // Our algorithm `algo` at `size`, checked (when asked) and ready to time.
+  Contender prepare(const SizePoint& size, coll::Algorithm algo, int row) {
+    const Call call = buffers_.call(shape_for(config_, size.count), algo);
+    if (config_.check) check(call, row);
+    if (config_.in_place) buffers_.fill_input(expect_, call);
+    return {new_row(size, algo, ""), [this, call] { run_collective(comm_, config_, call); }};
+  }
+
+  // A peer uses our buffers as we do, except that one which runs in place
+  // only does so on the output buffer (see peer_runs_in_place). It is built
+  // for this size only (Gloo's classic algorithms allocate and connect when
+  // constructed).
+  Contender prepare_peer(const SizePoint& size, const std::string& peer, int row) {
+    Contender c{new_row(size, coll::Algorithm::kRing, peer), {}};
+    c.row.skipped = peer_skip_reason(peer, config_, size.bytes);
+    if (!c.row.skipped.empty()) return c;  // every rank decides alike, so nobody runs it
     Call call = buffers_.call(shape_for(config_, size.count), coll::Algorithm::kRing);
-    call.send = call.recv;
+    const bool in_place = peer_runs_in_place(peer, config_);
+    if (in_place) call.send = call.recv;
     // MPI's peer brings its own communicator (MPI_COMM_WORLD).
     auto& comm = peer == kMpiPeer ? comm_ : peer_comm();
-    const auto run = make_peer(comm, peer, call.recv, call.shape.count, config_);
+    c.run = make_peer(comm, peer, call.send, call.recv, call.shape.count, config_);
     if (config_.check) {
-      buffers_.fill_input(expect_, call);
-      run();
-      shared_.wrong[rank_] = expect_.count_wrong(call.shape, rank_, buffers_.output_on_host(call));
+      // In place the inputs are written now, into the buffer the peer
+      // overwrites; out of place they are there (written once), and the
+      // output is poisoned so that a peer that writes nothing cannot pass.
+      if (in_place)
+        buffers_.fill_input(expect_, call);
+      else
+        buffers_.poison_output(call);
+      c.run();
+      wrong(row) = expect_.count_wrong(call.shape, rank_, buffers_.output_on_host(call));
     }
-    for (int i = 0; i < config_.warmup; ++i) run();
-    for (int i = 0; i < config_.iters; ++i) timed_call(i, run);
-    finish_row(row);
+    return c;
   }
 
   // The peers run on their own communicator (their own TCP connections): Gloo's
@@ -193,48 +252,53 @@ class RankRunner {
     return row;
   }
 
-  void finish_row(SweepRow row) {
-    if (!shared_memory_) return exchange_row(std::move(row));
+  std::uint64_t& wrong(int row, int rank) {
+    return shared_.wrong[static_cast<std::size_t>(row) * config_.ranks + rank];
+  }
+  std::uint64_t& wrong(int row) { return wrong(row, rank_); }
+
+  void finish_row(SweepRow row, int index) {
+    if (!shared_memory_) return exchange_row(std::move(row), index);
     comm_.barrier();  // every rank's times and wrong count are written
-    if (rank_ == 0) shared_.rows.push_back(make_row(std::move(row)));
+    if (rank_ == 0) shared_.rows.push_back(make_row(std::move(row), index));
     comm_.barrier();  // rank 0 has read them before anyone overwrites them
   }
 
   // Ranks in separate processes: the row's figures travel by collectives. A
   // call's time is the maximum over ranks, its host use the sum, iteration
   // by iteration.
-  void exchange_row(SweepRow row) {
-    double* mine = &shared_.times_us[slot(0)];
+  void exchange_row(SweepRow row, int index) {
+    double* mine = &shared_.times_us[shared_.slot(index, rank_, 0)];
     comm_.allreduce(mine, mine, config_.iters, coll::DataType::kF64, coll::ReduceOp::kMax);
-    HostUse* use = &shared_.use[slot(0)];
+    HostUse* use = &shared_.use[shared_.slot(index, rank_, 0)];
     std::vector<double> sums;
     for (int i = 0; i < config_.iters; ++i) sums.insert(sums.end(), {use[i].cpu_us, use[i].csw});
     comm_.allreduce(sums.data(), sums.data(), sums.size(), coll::DataType::kF64,
                     coll::ReduceOp::kSum);
     for (int i = 0; i < config_.iters; ++i) use[i] = {sums[2 * i], sums[2 * i + 1]};
     summarize_use(use, row);
-    std::int64_t wrong = static_cast<std::int64_t>(shared_.wrong[rank_]);
+    std::int64_t wrong_here = static_cast<std::int64_t>(wrong(index));
     if (config_.check)
-      comm_.allreduce(&wrong, &wrong, 1, coll::DataType::kI64, coll::ReduceOp::kSum);
+      comm_.allreduce(&wrong_here, &wrong_here, 1, coll::DataType::kI64, coll::ReduceOp::kSum);
     if (rank_ != 0) return;
     summarize(std::vector<double>(mine, mine + config_.iters), config_, row);
-    if (config_.check) row.wrong = static_cast<std::uint64_t>(wrong);
+    if (config_.check) row.wrong = static_cast<std::uint64_t>(wrong_here);
     shared_.rows.push_back(row);
   }
 
-  // Timed iteration i: --batch calls back to back after a barrier; their
-  // mean time and host use (read outside the timed span).
-  template <typename Run>
-  void timed_call(int i, const Run& run) {
+  // Timed iteration i of the size's row `row`: --batch calls back to back
+  // after a barrier; their mean time and host use (read outside the timed span).
+  void timed_call(int row, int i, const std::function<void()>& run) {
     comm_.barrier();
     const HostUse before = HostUse::now(!shared_memory_);
     const auto start = std::chrono::steady_clock::now();
     for (int k = 0; k < config_.batch; ++k) run();
     const auto stop = std::chrono::steady_clock::now();
     const HostUse used = HostUse::now(!shared_memory_) - before;
-    shared_.times_us[slot(i)] =
+    const std::size_t at = shared_.slot(row, rank_, i);
+    shared_.times_us[at] =
         std::chrono::duration<double, std::micro>(stop - start).count() / config_.batch;
-    shared_.use[slot(i)] = {used.cpu_us / config_.batch, used.csw / config_.batch};
+    shared_.use[at] = {used.cpu_us / config_.batch, used.csw / config_.batch};
   }
 
   // Medians of the per-call host use `use[0..iters)` into `row`.
@@ -250,7 +314,7 @@ class RankRunner {
 
   // One call on known inputs, then every rank compares its own output with
   // the reference and, where outputs must agree, with rank 0's bit for bit.
-  void check(const Call& call) {
+  void check(const Call& call, int row) {
     buffers_.poison_output(call);
     if (config_.in_place) buffers_.fill_input(expect_, call);
     run_collective(comm_, config_, call);
@@ -258,42 +322,37 @@ class RankRunner {
     if (!shared_memory_) {
       // Every rank's output is compared bitwise with the reference, which
       // implies the ranks agree bit for bit; there is no rank 0 copy to read.
-      shared_.wrong[rank_] = expect_.count_wrong(call.shape, rank_, out);
+      wrong(row) = expect_.count_wrong(call.shape, rank_, out);
       return;
     }
     shared_.outputs[rank_] = out;
     comm_.barrier();  // all outputs are final
-    std::uint64_t wrong = expect_.count_wrong(call.shape, rank_, out);
+    std::uint64_t bad = expect_.count_wrong(call.shape, rank_, out);
     if (rank_ != 0 && call.shape.kind != CollectiveKind::kReduceScatter)
-      wrong += count_mismatches(out, shared_.outputs[0], call.shape.output_count(),
-                                coll::dtype_size(config_.dtype));
-    shared_.wrong[rank_] = wrong;
+      bad += count_mismatches(out, shared_.outputs[0], call.shape.output_count(),
+                              coll::dtype_size(config_.dtype));
+    wrong(row) = bad;
     comm_.barrier();  // nobody writes an output before all comparisons are done
   }
 
-  SweepRow make_row(SweepRow row) const {
+  SweepRow make_row(SweepRow row, int index) {
     std::vector<double> times(config_.iters, 0.0);
     for (int r = 0; r < config_.ranks; ++r)
       for (int i = 0; i < config_.iters; ++i)
-        times[i] =
-            std::max(times[i], shared_.times_us[static_cast<std::size_t>(r) * config_.iters + i]);
+        times[i] = std::max(times[i], shared_.times_us[shared_.slot(index, r, i)]);
     summarize(std::move(times), config_, row);
     std::vector<HostUse> use(config_.iters);  // summed over ranks, as across processes
     for (int r = 0; r < config_.ranks; ++r)
       for (int i = 0; i < config_.iters; ++i) {
-        const HostUse& u = shared_.use[static_cast<std::size_t>(r) * config_.iters + i];
+        const HostUse& u = shared_.use[shared_.slot(index, r, i)];
         use[i] = {use[i].cpu_us + u.cpu_us, use[i].csw + u.csw};
       }
     summarize_use(use.data(), row);
     if (config_.check) {
       row.wrong = 0;
-      for (auto w : shared_.wrong) *row.wrong += w;
+      for (int r = 0; r < config_.ranks; ++r) *row.wrong += wrong(index, r);
     }
     return row;
-  }
-
-  std::size_t slot(int iteration) const {
-    return static_cast<std::size_t>(rank_) * config_.iters + iteration;
   }
 
   const BenchConfig& config_;
@@ -342,7 +401,8 @@ void summarize(std::vector<double> times_us, const BenchConfig& config, SweepRow
 }
 
 std::vector<SweepRow> run_sweep(const BenchConfig& config, Backend& backend) {
-  Shared shared(config.ranks, config.iters);
+  Shared shared(config.ranks, config.iters,
+                static_cast<int>(config.algos.size() + config.peers.size()));
   const bool shared_memory = backend.shares_memory();
   backend.run([&](coll::Communicator& comm) {
     RankRunner(config, shared, comm, shared_memory, backend.memory(comm.rank())).run();

@@ -91,7 +91,7 @@ gloo::AllreduceOptions::Func function_fn(ReduceOp op) {
 
 template <typename T>
 std::unique_ptr<PeerAllreduce> make_typed(const std::shared_ptr<gloo::Context>& ctx, Kind kind,
-                                          T* data, std::uint64_t count, ReduceOp op) {
+                                          const T* in, T* data, std::uint64_t count, ReduceOp op) {
   const std::vector<T*> ptrs = {data};
   const int n = static_cast<int>(count);  // the classic classes count in int
   switch (kind) {
@@ -112,7 +112,9 @@ std::unique_ptr<PeerAllreduce> make_typed(const std::shared_ptr<gloo::Context>& 
       break;
   }
   gloo::AllreduceOptions opts(ctx);
-  opts.setInput(data, count);
+  // In place gloo::allreduce takes the output alone: given an input, even the
+  // output itself, it copies each of its segments from there first.
+  if (in != data) opts.setInput(const_cast<T*>(in), count);
   opts.setOutput(data, count);
   opts.setReduceFunction(function_fn<T>(op));
   opts.setAlgorithm(kind == Kind::kFnRing ? gloo::AllreduceOptions::Algorithm::RING
@@ -121,6 +123,11 @@ std::unique_ptr<PeerAllreduce> make_typed(const std::shared_ptr<gloo::Context>& 
 }
 
 }  // namespace
+
+bool gloo_peer_in_place_only(std::string_view name) {
+  const auto* peer = find_peer(name);
+  return peer != nullptr && peer->kind != Kind::kFnRing && peer->kind != Kind::kFnBcube;
+}
 
 std::string gloo_peer_unsupported(std::string_view name, int ranks, DataType t, ReduceOp op) {
   const auto* peer = find_peer(name);
@@ -135,8 +142,9 @@ std::string gloo_peer_unsupported(std::string_view name, int ranks, DataType t, 
   return "";
 }
 
-std::unique_ptr<PeerAllreduce> make_gloo_peer(Communicator& comm, std::string_view name, void* data,
-                                              std::uint64_t count, DataType t, ReduceOp op) {
+std::unique_ptr<PeerAllreduce> make_gloo_peer(Communicator& comm, std::string_view name,
+                                              const void* in, void* out, std::uint64_t count,
+                                              DataType t, ReduceOp op) {
   if (auto why = gloo_peer_unsupported(name, comm.size(), t, op); !why.empty())
     throw InvalidArgument(fmt::format("--algo {}: {}", name, why));
   if (count > static_cast<std::uint64_t>(std::numeric_limits<int>::max()))
@@ -144,15 +152,21 @@ std::unique_ptr<PeerAllreduce> make_gloo_peer(Communicator& comm, std::string_vi
         fmt::format("--algo {}: {} elements exceed Gloo's int count", name, count));
   const auto ctx = detail::gloo_context(comm);
   const Kind kind = find_peer(name)->kind;
+  CCLAB_CHECK(in == out || !gloo_peer_in_place_only(name),
+              "Gloo's classic all-reduce classes run in place only");
   switch (t) {
     case DataType::kF64:
-      return make_typed(ctx, kind, static_cast<double*>(data), count, op);
+      return make_typed(ctx, kind, static_cast<const double*>(in), static_cast<double*>(out), count,
+                        op);
     case DataType::kI32:
-      return make_typed(ctx, kind, static_cast<std::int32_t*>(data), count, op);
+      return make_typed(ctx, kind, static_cast<const std::int32_t*>(in),
+                        static_cast<std::int32_t*>(out), count, op);
     case DataType::kI64:
-      return make_typed(ctx, kind, static_cast<std::int64_t*>(data), count, op);
+      return make_typed(ctx, kind, static_cast<const std::int64_t*>(in),
+                        static_cast<std::int64_t*>(out), count, op);
     default:
-      return make_typed(ctx, kind, static_cast<float*>(data), count, op);
+      return make_typed(ctx, kind, static_cast<const float*>(in), static_cast<float*>(out), count,
+                        op);
   }
 }
 

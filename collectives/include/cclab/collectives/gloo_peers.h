@@ -6,7 +6,8 @@
 //   gloo-bcube         gloo::AllreduceBcube (even rank counts only)
 //   gloo-fn-ring       gloo::allreduce (allreduce.h), RING
 //   gloo-fn-bcube      gloo::allreduce, BCUBE
-// All run in place. The classic classes set up their buffers (and pairs'
+// gloo::allreduce runs in place or out of place; the classic classes have no
+// out-of-place form and run in place only. The classic classes set up their buffers (and pairs'
 // slots) when constructed, so a peer is made once per size and run many
 // times. Built only with Gloo (CCLAB_HAVE_GLOO).
 #pragma once
@@ -33,10 +34,15 @@ class PeerAllreduce {
 // chose what it lacks (--dtype, --op) or the rank count.
 std::string gloo_peer_unsupported(std::string_view name, int ranks, DataType t, ReduceOp op);
 
-// Prepares peer `name` over `count` elements at `data` on `comm`, which must
-// be a gloo communicator. Collective (every rank, same order). Throws
+// Whether peer `name` is one of Gloo's classic classes, which run in place only.
+bool gloo_peer_in_place_only(std::string_view name);
+
+// Prepares peer `name` over `count` elements on `comm`, which must be a gloo
+// communicator: inputs at `in`, results to `out` (in == out: in place; the
+// classic classes need that). Collective (every rank, same order). Throws
 // InvalidArgument when the peer is unknown or unsupported.
-std::unique_ptr<PeerAllreduce> make_gloo_peer(Communicator& comm, std::string_view name, void* data,
-                                              std::uint64_t count, DataType t, ReduceOp op);
+std::unique_ptr<PeerAllreduce> make_gloo_peer(Communicator& comm, std::string_view name,
+                                              const void* in, void* out, std::uint64_t count,
+                                              DataType t, ReduceOp op);
 
 }  // namespace cclab::coll
