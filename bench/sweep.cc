@@ -173,14 +173,15 @@ class RankRunner {
   // machine falls on all of them alike.
   void run_interleaved(const SizePoint& size) {
     std::vector<Contender> rows;
-    for (auto algo : config_.algos) rows.push_back(prepare(size, algo, rows.size()));
-    for (const auto& peer : config_.peers) rows.push_back(prepare_peer(size, peer, rows.size()));
+    const auto next = [&] { return static_cast<int>(rows.size()); };
+    for (auto algo : config_.algos) rows.push_back(prepare(size, algo, next()));
+    for (const auto& peer : config_.peers) rows.push_back(prepare_peer(size, peer, next()));
     for (auto& c : rows)
       for (int i = 0; c.run && i < config_.warmup; ++i) c.run();
     for (int i = 0; i < config_.iters; ++i)
-      for (std::size_t r = 0; r < rows.size(); ++r)
+      for (int r = 0; r < next(); ++r)
         if (rows[r].run) timed_call(r, i, rows[r].run);
-    for (std::size_t r = 0; r < rows.size(); ++r) finish(rows[r], r);
+    for (int r = 0; r < next(); ++r) finish(rows[r], r);
   }
 
   // Warm-up and timed calls of one row, then its figures.
