@@ -10,12 +10,13 @@
 // transfer of its own on the step's one buffer, completed in order, with
 // kSegmentsInFlight of them posted at a time: the next is posted when one
 // completes (a receive that reduces: once it is reduced, into the staging it
-// used), so the data in flight and the staging stay in the core's cache. The k-th message (segment)
-// of a collective from rank a to rank b uses slot (seq, a<b, k) on both sides, which gives the
-// schedule's FIFO matching per ordered pair while any number of transfers are in flight.
-// Completions are handled on the thread that waited for them (gloo_waiter.h), under the
-// communicator's mutex; the StepRunner decides what to issue next. The rank's thread only sleeps
-// until its collective is complete or has failed.
+// used), so the data in flight and the staging stay in the core's cache. The
+// k-th message (segment) of a collective from rank a to rank b uses slot
+// (seq, a<b, k) on both sides, which gives the schedule's FIFO matching per
+// ordered pair while any number of transfers are in flight. Completions are
+// handled on the thread that waited for them (gloo_waiter.h), under the
+// communicator's mutex; the StepRunner decides what to issue next. The
+// rank's thread only sleeps until its collective is complete or has failed.
 #include "gloo_comm.h"
 
 #include <algorithm>
