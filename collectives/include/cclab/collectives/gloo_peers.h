@@ -7,9 +7,9 @@
 //   gloo-fn-ring       gloo::allreduce (allreduce.h), RING
 //   gloo-fn-bcube      gloo::allreduce, BCUBE
 // gloo::allreduce runs in place or out of place; the classic classes have no
-// out-of-place form and run in place only. The classic classes set up their buffers (and pairs'
-// slots) when constructed, so a peer is made once per size and run many
-// times. Built only with Gloo (CCLAB_HAVE_GLOO).
+// out-of-place form and run in place only. They set up their buffers (and
+// pairs' slots) when constructed, so a peer is made once per size and run
+// many times. Built only with Gloo (CCLAB_HAVE_GLOO).
 #pragma once
 
 #include <cstdint>
