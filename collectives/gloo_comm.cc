@@ -742,7 +742,7 @@ void GlooComm::on_completion(const Completion& c) {
   if (++t.done < t.segments) {
     last_progress_ = Clock::now();
     try {
-      // (A receive that reduces: into the staging just reduced.)
+      // A receive that reduces posts into the staging it has just reduced.
       if (j + kSegmentsInFlight < t.segments) post_segment(op, t, j + kSegmentsInFlight);
     } catch (const std::exception& e) {
       return lost(s.peer, where(op, c.step_id, s), e.what());

@@ -154,19 +154,18 @@ std::unique_ptr<PeerAllreduce> make_gloo_peer(Communicator& comm, std::string_vi
   const Kind kind = find_peer(name)->kind;
   CCLAB_CHECK(in == out || !gloo_peer_in_place_only(name),
               "Gloo's classic all-reduce classes run in place only");
+  const auto typed = [&]<typename T>(T*) {
+    return make_typed(ctx, kind, static_cast<const T*>(in), static_cast<T*>(out), count, op);
+  };
   switch (t) {
     case DataType::kF64:
-      return make_typed(ctx, kind, static_cast<const double*>(in), static_cast<double*>(out), count,
-                        op);
+      return typed(static_cast<double*>(nullptr));
     case DataType::kI32:
-      return make_typed(ctx, kind, static_cast<const std::int32_t*>(in),
-                        static_cast<std::int32_t*>(out), count, op);
+      return typed(static_cast<std::int32_t*>(nullptr));
     case DataType::kI64:
-      return make_typed(ctx, kind, static_cast<const std::int64_t*>(in),
-                        static_cast<std::int64_t*>(out), count, op);
+      return typed(static_cast<std::int64_t*>(nullptr));
     default:
-      return make_typed(ctx, kind, static_cast<const float*>(in), static_cast<float*>(out), count,
-                        op);
+      return typed(static_cast<float*>(nullptr));
   }
 }
 
