@@ -101,10 +101,15 @@ int run_on(const BenchConfig& config, Backend& backend, std::ostream& out, std::
     return 0;
   }
   if (!config.json_path.empty()) check_writable(config.json_path);
+  // Measured by the reporting rank alone: before, the other ranks wait for it
+  // in the sweep's first collective; after, they have finished.
+  SpeedAround speed;
+  speed.start = measure_machine_speed();
   const auto rows = run_sweep(config, backend);
-  print_table(out, config, rows);
+  speed.end = measure_machine_speed();
+  print_table(out, config, rows, speed);
   out.flush();
-  if (!config.json_path.empty()) write_json(config.json_path, to_json(config, rows));
+  if (!config.json_path.empty()) write_json(config.json_path, to_json(config, rows, speed));
   const auto wrong = total_wrong(rows);
   if (wrong == 0) return 0;
   err << fmt::format("cclab: bench: {} wrong elements (see #wrong)\n", wrong);

@@ -1,6 +1,7 @@
 // Tests of the sweep tool: flag resolution, the size sweep, the reference
 // values of the check, a full sweep on the threads backend, and the reports.
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <deque>
 #include <sstream>
@@ -469,6 +470,33 @@ TEST(Report, TableColumnsAndJsonRecord) {
   EXPECT_EQ(record["date"].get<std::string>().size(), 20u);  // 2024-05-01T12:00:00Z
   EXPECT_TRUE(record["config"]["eager_bytes"].is_null()) << "threads: no gloo settings";
   EXPECT_TRUE(record["config"]["loop_thread"].is_null());
+}
+
+TEST(Report, MachineSpeedIsAHeaderLineAndInTheRecord) {
+  BenchConfig c;
+  const SpeedAround speed{{2.5, 200, 8}, {2.6, 41000, 4}};
+  std::ostringstream with, without;
+  print_table(with, c, {}, speed);
+  print_table(without, c, {});
+  EXPECT_NE(with.str().find("# machine speed (start / end): compute 2.50 / 2.60 ns, ping-pong "
+                            "200 / 41000 ns, copy 8.0 / 4.0 GB/s\n"),
+            std::string::npos)
+      << with.str();
+  EXPECT_EQ(without.str().find("machine speed"), std::string::npos);
+  const auto record = to_json(c, {}, speed);
+  EXPECT_EQ(record["machine"]["speed"]["version"], kMachineSpeedVersion);
+  EXPECT_EQ(record["machine"]["speed"]["start"]["pingpong_ns"], 200.0);
+  EXPECT_EQ(record["machine"]["speed"]["end"]["copy_gbps"], 4.0);
+  EXPECT_EQ(record["machine"]["speed"]["end"]["compute_ns"], 2.6);
+  EXPECT_FALSE(to_json(c, {})["machine"].contains("speed"));
+}
+
+TEST(MachineSpeed, EveryProbeMeasuresAPositiveFiniteFigure) {
+  const MachineSpeed s = measure_machine_speed();
+  for (double v : {s.compute_ns, s.pingpong_ns, s.copy_gbps}) {
+    EXPECT_GT(v, 0);
+    EXPECT_TRUE(std::isfinite(v));
+  }
 }
 
 TEST(Report, JsonRecordsTheGlooSettingsGiven) {

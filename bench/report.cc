@@ -40,7 +40,8 @@ bool uses_hier(const BenchConfig& c) {
 constexpr const char* kColumns =
     "{:>11} {:>12} {:>5} {:>6} {:>7} {:>11} {:>12} {:>12} {:>7} {:>11} {:>7}";
 
-void print_header(std::ostream& out, const BenchConfig& c) {
+void print_header(std::ostream& out, const BenchConfig& c,
+                  const std::optional<SpeedAround>& speed) {
   out << fmt::format(
       "# cclab bench: backend {}, ranks {}, coll {}, dtype {}, op {}, {}, chunks {}, iters {}, "
       "warmup {}\n",
@@ -56,6 +57,7 @@ void print_header(std::ostream& out, const BenchConfig& c) {
                        coll::algorithm_name(c.inner));
   out << '\n';
   if (!c.placement.empty()) out << "# " << c.placement << '\n';
+  if (speed) out << speed_line(*speed);
   if (c.coll == CollectiveKind::kReduceScatter || c.coll == CollectiveKind::kAllGather)
     out << "# size(B) and count describe the larger buffer (reducescatter input, allgather "
            "output); count is its total element count\n";
@@ -189,8 +191,9 @@ void print_compare(std::ostream& out, const std::vector<SweepRow>& rows) {
 
 }  // namespace
 
-void print_table(std::ostream& out, const BenchConfig& config, const std::vector<SweepRow>& rows) {
-  print_header(out, config);
+void print_table(std::ostream& out, const BenchConfig& config, const std::vector<SweepRow>& rows,
+                 const std::optional<SpeedAround>& speed) {
+  print_header(out, config, speed);
   double busbw_sum = 0;
   std::size_t ran = 0;
   for (const auto& r : rows) {
@@ -207,10 +210,13 @@ void print_table(std::ostream& out, const BenchConfig& config, const std::vector
     out << fmt::format("# avg busbw: {:.2f} GB/s\n", busbw_sum / static_cast<double>(ran));
 }
 
-nlohmann::json to_json(const BenchConfig& config, const std::vector<SweepRow>& rows) {
+nlohmann::json to_json(const BenchConfig& config, const std::vector<SweepRow>& rows,
+                       const std::optional<SpeedAround>& speed) {
   nlohmann::json out_rows = nlohmann::json::array();
   for (const auto& r : rows) out_rows.push_back(row_json(config, r));
-  return {{"tool", "cclab bench"}, {"config", config_json(config)}, {"machine", machine_info()},
+  auto machine = machine_info();
+  if (speed) machine["speed"] = speed_json(*speed);
+  return {{"tool", "cclab bench"}, {"config", config_json(config)}, {"machine", std::move(machine)},
           {"build", build_info()}, {"date", utc_now_iso8601()},     {"rows", std::move(out_rows)}};
 }
 

@@ -4,21 +4,27 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "machine_speed.h"
 #include "options.h"
 #include "sweep.h"
 
 namespace cclab::bench {
 
-// Header block, one row per (size, algorithm), and a summary line.
-void print_table(std::ostream& out, const BenchConfig& config, const std::vector<SweepRow>& rows);
+// Header block, one row per (size, algorithm), and a summary line; `speed`,
+// when measured, is a line of the header.
+void print_table(std::ostream& out, const BenchConfig& config, const std::vector<SweepRow>& rows,
+                 const std::optional<SpeedAround>& speed = std::nullopt);
 
-// The whole record; algbw and busbw are computed from the median time.
-nlohmann::json to_json(const BenchConfig& config, const std::vector<SweepRow>& rows);
+// The whole record; algbw and busbw are computed from the median time;
+// `speed`, when measured, is machine.speed.
+nlohmann::json to_json(const BenchConfig& config, const std::vector<SweepRow>& rows,
+                       const std::optional<SpeedAround>& speed = std::nullopt);
 // Writes `record` pretty-printed; throws IoError naming --json and the path.
 void write_json(const std::string& path, const nlohmann::json& record);
 

@@ -1,0 +1,133 @@
+#include "machine_speed.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace cclab::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kProbeLimit = std::chrono::milliseconds(100);
+constexpr int kRepeats = 9;
+
+void cpu_relax() {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#endif
+}
+
+double ns_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::nano>(Clock::now() - start).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Nanoseconds per step of an xorshift chain: each step needs the last, so
+// the time is the core's latency for three shifts and three xors.
+double compute_step_ns() {
+  constexpr int kSteps = 1 << 20;
+  std::uint64_t x = 88172645463325252ull;
+  const auto start = Clock::now();
+  for (int i = 0; i < kSteps; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    asm volatile("" : "+r"(x));  // keeps the chain from being folded
+  }
+  return ns_since(start) / kSteps;
+}
+
+// Round trips of one counter between this thread and another, each spinning
+// until the other has moved it. The first trip (the other thread starting)
+// is not timed; stops at kProbeLimit (a machine so busy that the other
+// thread does not get to run).
+double pingpong_ns() {
+  constexpr std::uint32_t kTrips = 2000;
+  alignas(64) std::atomic<std::uint32_t> turn{0};
+  std::atomic<bool> stop{false};
+  std::thread other([&] {
+    for (std::uint32_t i = 1; i < 2 * (kTrips + 1); i += 2) {
+      while (turn.load(std::memory_order_acquire) != i) {
+        if (stop.load(std::memory_order_relaxed)) return;
+        cpu_relax();
+      }
+      turn.store(i + 1, std::memory_order_release);
+    }
+  });
+  auto start = Clock::now();
+  std::uint32_t trips = 0;  // timed ones
+  for (std::uint32_t k = 0; k <= kTrips; ++k) {
+    const std::uint32_t back = 2 * k + 2;
+    turn.store(back - 1, std::memory_order_release);
+    std::uint32_t spins = 0;
+    while (turn.load(std::memory_order_acquire) != back) {
+      if (++spins % 256 == 0 && Clock::now() - start > kProbeLimit) break;
+      cpu_relax();
+    }
+    if (turn.load(std::memory_order_acquire) != back) break;
+    if (k == 0)
+      start = Clock::now();
+    else
+      ++trips;
+  }
+  const double ns = ns_since(start);
+  stop.store(true, std::memory_order_relaxed);
+  other.join();
+  return ns / std::max<std::uint32_t>(trips, 1);
+}
+
+double copy_gbps(std::vector<char>& from, std::vector<char>& to) {
+  const auto start = Clock::now();
+  std::memcpy(to.data(), from.data(), from.size());
+  const double ns = ns_since(start);
+  from[0] = static_cast<char>(to[from.size() - 1] + 1);  // each copy is of new data
+  return static_cast<double>(from.size()) / ns;
+}
+
+template <class Probe>
+double median_of_repeats(Probe probe) {
+  std::vector<double> v;
+  const auto start = Clock::now();
+  for (int k = 0; k < kRepeats && (k == 0 || Clock::now() - start < kProbeLimit); ++k)
+    v.push_back(probe());
+  return median(std::move(v));
+}
+
+}  // namespace
+
+MachineSpeed measure_machine_speed() {
+  MachineSpeed s;
+  s.compute_ns = median_of_repeats(compute_step_ns);
+  s.pingpong_ns = median_of_repeats(pingpong_ns);
+  std::vector<char> from(8 << 20, 1), to(8 << 20, 2);  // touched: no page faults timed
+  s.copy_gbps = median_of_repeats([&] { return copy_gbps(from, to); });
+  return s;
+}
+
+std::string speed_line(const SpeedAround& s) {
+  return fmt::format(
+      "# machine speed (start / end): compute {:.2f} / {:.2f} ns, ping-pong {:.0f} / {:.0f} ns, "
+      "copy {:.1f} / {:.1f} GB/s\n",
+      s.start.compute_ns, s.end.compute_ns, s.start.pingpong_ns, s.end.pingpong_ns,
+      s.start.copy_gbps, s.end.copy_gbps);
+}
+
+nlohmann::json speed_json(const SpeedAround& s) {
+  const auto one = [](const MachineSpeed& m) {
+    return nlohmann::json{
+        {"compute_ns", m.compute_ns}, {"pingpong_ns", m.pingpong_ns}, {"copy_gbps", m.copy_gbps}};
+  };
+  return {{"version", kMachineSpeedVersion}, {"start", one(s.start)}, {"end", one(s.end)}};
+}
+
+}  // namespace cclab::bench
