@@ -201,6 +201,32 @@ class CompareTest(unittest.TestCase):
         self.assertEqual(status, 1, out)
         self.assertIn("results/test-cpu-2-00ghz-2c/threads-2r.json", out)
 
+    def test_several_baseline_runs_span_the_spread_between_runs(self):
+        # hd at 4 KiB: 14 us in two runs, 18.2 in the one between them (+-5% within
+        # each); 17.5 is a regression against one run alone, noise against all three.
+        self.write("results/test-cpu-2-00ghz-2c/threads-2r.json", record(series()))
+        self.write("results/test-cpu-2-00ghz-2c/threads-2r.k.json",
+                   record(series({("hd", 4096): 1.3})))
+        self.write("results/test-cpu-2-00ghz-2c/threads-2r.z.json", record(series()))
+        self.write("results/test-cpu-2-00ghz-2c/threads-20r.json", record(series()))  # not a run
+        new = record(series({("hd", 4096): 1.25}))
+        status, out = self.compare(new, os.path.join(self.dir.name, "results"))
+        self.assertEqual(status, 0, out)
+        self.assertIn("threads-2r.json, ", out)
+        self.assertIn("threads-2r.z.json (test-cpu-2-00ghz-2c) (3 runs: the widest spread of "
+                      "them)", out)
+        self.assertNotIn("threads-20r.json", out)
+        status, out = self.compare(
+            new, os.path.join(self.dir.name, "results/test-cpu-2-00ghz-2c/threads-2r.json"))
+        self.assertEqual(status, 1, out)
+        self.assertIn("+25.0%  threads allreduce hd r2 f32 sum 4096 B", out)
+        # Beyond every run it is still a regression, from the median of the medians (14).
+        status, out = self.compare(record(series({("hd", 4096): 2.0})),
+                                   os.path.join(self.dir.name, "results"))
+        self.assertEqual(status, 1, out)
+        self.assertIn("+100.0%  threads allreduce hd r2 f32 sum 4096 B: median 14.00 -> 28.00 us "
+                      "(baseline 13.30..19.11)", out)
+
     def test_skipped_and_missing_rows(self):
         new = series()[1:] + [dict(row("gloo-bcube", 4096, 1), skipped="odd rank count")]
         status, out = self.compare(record(new), record(series()))
