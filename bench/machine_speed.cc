@@ -1,6 +1,5 @@
 #include "machine_speed.h"
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -9,6 +8,8 @@
 #include <vector>
 
 #include <fmt/format.h>
+
+#include "sweep.h"  // median
 
 namespace cclab::bench {
 namespace {
@@ -25,11 +26,6 @@ void cpu_relax() {
 
 double ns_since(Clock::time_point start) {
   return std::chrono::duration<double, std::nano>(Clock::now() - start).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 // Nanoseconds per step of an xorshift chain: each step needs the last, so

@@ -134,25 +134,27 @@ class CompareTest(unittest.TestCase):
         self.assertIn("machines differ", out)
         self.assertIn("REGRESSION", out)
 
+    def compare_on(self, new_machine, base_machine, *flags):
+        """A planted regression (hd at 4 KiB, 2x), the records taken on these machines."""
+        return self.compare(record(series({("hd", 4096): 2.0}), new_machine),
+                            record(series(), base_machine), *flags)
+
     def test_alike_machine_speeds_are_shown_and_gate(self):
         # Ping-pong 1.5x slower is within the default tolerance (a factor of 3).
-        status, out = self.compare(record(series({("hd", 4096): 2.0}), with_speed((2.5, 300, 8))),
-                                   record(series(), with_speed((2.5, 200, 8))))
+        status, out = self.compare_on(with_speed((2.5, 300, 8)), with_speed((2.5, 200, 8)))
         self.assertEqual(status, 1, out)
         self.assertIn("machine speed, new vs baseline (start and end): compute 2.5 vs 2.5 ns, "
                       "ping-pong 300 vs 200 ns, copy 8 vs 8 GB/s", out)
         self.assertIn("1 regression(s)\n", out)
         # A tighter tolerance makes the same pair of machines too different to gate.
-        status, out = self.compare(record(series({("hd", 4096): 2.0}), with_speed((2.5, 300, 8))),
-                                   record(series(), with_speed((2.5, 200, 8))),
-                                   "--speed-tolerance", "25")
+        status, out = self.compare_on(with_speed((2.5, 300, 8)), with_speed((2.5, 200, 8)),
+                                      "--speed-tolerance", "25")
         self.assertEqual(status, 0, out)
         self.assertIn("machine speeds differ by more than 25% (ping-pong)", out)
 
     def test_a_slower_machine_is_reported_not_gated(self):
         # The machine of the new record copies 4x slower: every row is slower, none gated.
-        status, out = self.compare(record(series({("hd", 4096): 2.0}), with_speed((2.5, 200, 2))),
-                                   record(series(), with_speed((2.5, 200, 8))))
+        status, out = self.compare_on(with_speed((2.5, 200, 2)), with_speed((2.5, 200, 8)))
         self.assertEqual(status, 0, out)
         self.assertIn("machine speeds differ by more than 200% (copy): comparing for information "
                       "only, not gating", out)
@@ -161,9 +163,8 @@ class CompareTest(unittest.TestCase):
 
     def test_a_machine_that_slowed_during_the_run_is_reported_not_gated(self):
         # Another job took the cores halfway: ping-pong 200 ns before the sweep, 41 us after.
-        status, out = self.compare(
-            record(series({("hd", 4096): 2.0}), with_speed((2.5, 200, 8), (2.6, 41000, 4))),
-            record(series(), with_speed((2.5, 200, 8))))
+        status, out = self.compare_on(with_speed((2.5, 200, 8), (2.6, 41000, 4)),
+                                      with_speed((2.5, 200, 8)))
         self.assertEqual(status, 0, out)
         self.assertIn("new: the machine's speed changed during the run: ping-pong 200 ns at the "
                       "start, 4.1e+04 at the end", out)
@@ -171,9 +172,7 @@ class CompareTest(unittest.TestCase):
 
     def test_a_baseline_without_speed_gates_as_before(self):
         for base_machine in (MACHINE, with_speed((2.5, 200, 8), version=0)):
-            status, out = self.compare(
-                record(series({("hd", 4096): 2.0}), with_speed((2.5, 9000, 1))),
-                record(series(), base_machine))
+            status, out = self.compare_on(with_speed((2.5, 9000, 1)), base_machine)
             self.assertEqual(status, 1, out)
             self.assertIn("machine speed: only the new record has probes of version 1: "
                           "not compared", out)
