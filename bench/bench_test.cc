@@ -11,7 +11,9 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <sched.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "cclab/collectives/error.h"
@@ -497,6 +499,23 @@ TEST(MachineSpeed, EveryProbeMeasuresAPositiveFiniteFigure) {
     EXPECT_GT(v, 0);
     EXPECT_TRUE(std::isfinite(v));
   }
+}
+
+// --pin narrows a rank to one core; the ping-pong's two threads must still
+// get a core each, or a trip takes a scheduler time slice.
+TEST(MachineSpeed, ProbesRunOnEveryOnlineCpuWhenTheCallerIsPinned) {
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  if (online < 2) GTEST_SKIP() << "one online CPU: nothing to unpin";
+  cpu_set_t before, one;
+  ASSERT_EQ(sched_getaffinity(0, sizeof before, &before), 0);
+  if (CPU_COUNT(&before) < online) GTEST_SKIP() << "this process may not use every online CPU";
+  CPU_ZERO(&one);
+  CPU_SET(0, &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+  const MachineSpeed s = measure_machine_speed();
+  ASSERT_EQ(sched_setaffinity(0, sizeof before, &before), 0);
+  EXPECT_EQ(s.cpus, online);
+  EXPECT_EQ(speed_json({s, s})["start"]["cpus"], online);
 }
 
 TEST(Report, JsonRecordsTheGlooSettingsGiven) {

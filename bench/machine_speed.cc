@@ -1,5 +1,6 @@
 #include "machine_speed.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -8,6 +9,8 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <sched.h>
+#include <unistd.h>
 
 #include "sweep.h"  // median
 
@@ -99,14 +102,33 @@ double median_of_repeats(Probe probe) {
   return median(std::move(v));
 }
 
-}  // namespace
+// Lets this thread (and the threads it starts) run on every online CPU; the
+// CPUs it may use after that (a cgroup's cpuset can still narrow them).
+int unpin_this_thread() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  for (long c = 0; c < std::min<long>(online, CPU_SETSIZE); ++c) CPU_SET(c, &set);
+  sched_setaffinity(0, sizeof set, &set);  // on failure the probes keep the caller's CPUs
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 0;
+  return CPU_COUNT(&set);
+}
 
-MachineSpeed measure_machine_speed() {
+MachineSpeed measure_here() {
   MachineSpeed s;
+  s.cpus = unpin_this_thread();
   s.compute_ns = median_of_repeats(compute_step_ns);
   s.pingpong_ns = median_of_repeats(pingpong_ns);
   std::vector<char> from(8 << 20, 1), to(8 << 20, 2);  // touched: no page faults timed
   s.copy_gbps = median_of_repeats([&] { return copy_gbps(from, to); });
+  return s;
+}
+
+}  // namespace
+
+MachineSpeed measure_machine_speed() {
+  MachineSpeed s;
+  std::thread([&s] { s = measure_here(); }).join();
   return s;
 }
 
@@ -120,8 +142,10 @@ std::string speed_line(const SpeedAround& s) {
 
 nlohmann::json speed_json(const SpeedAround& s) {
   const auto one = [](const MachineSpeed& m) {
-    return nlohmann::json{
-        {"compute_ns", m.compute_ns}, {"pingpong_ns", m.pingpong_ns}, {"copy_gbps", m.copy_gbps}};
+    return nlohmann::json{{"compute_ns", m.compute_ns},
+                          {"pingpong_ns", m.pingpong_ns},
+                          {"copy_gbps", m.copy_gbps},
+                          {"cpus", m.cpus}};
   };
   return {{"version", kMachineSpeedVersion}, {"start", one(s.start)}, {"end", one(s.end)}};
 }

@@ -22,11 +22,15 @@ struct MachineSpeed {
   double compute_ns = 0;   // one step of a dependent integer chain (clock speed)
   double pingpong_ns = 0;  // a cache line's round trip between two threads
   double copy_gbps = 0;    // memcpy of 8 MiB, 1e9 B/s
+  int cpus = 0;            // CPUs the probes' threads could run on
 };
 
 // The median of 9 repetitions of each probe, about 45 ms on an idle 2-vCPU
 // Xeon; on a busy machine a probe stops repeating after 100 ms, and the
-// ping-pong stops there too, reporting the trips made by then.
+// ping-pong stops there too, reporting the trips made by then. The probes run
+// on threads of their own, free to use every online CPU whatever the caller's
+// affinity: under --pin a rank's threads share one core, where the ping-pong's
+// two threads would take turns by the scheduler's time slice (7 ms a trip).
 MachineSpeed measure_machine_speed();
 
 // Measured before and after a sweep.
