@@ -244,6 +244,8 @@ class GlooComm final : public Communicator {
   std::uint64_t split_seq_ = 0;
   int host_group_size_ = 0;
   std::deque<std::shared_ptr<Op>> active_;
+  // Buffers of completed transfers, destroyed when the next collective starts.
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> retired_;
   std::vector<std::vector<std::byte>> scratch_pool_;  // scratch of finished collectives
   // Staging for receives that reduce: one arena reused by every collective,
   // grown between collectives to the most any one needed.
@@ -285,6 +287,7 @@ void GlooComm::run(const CollectiveCall& call) {
 
 std::shared_ptr<Op> GlooComm::begin(const CollectiveCall& call, bool caller_waits) {
   check_usable();
+  retired_.clear();
   if (active_.empty()) last_progress_ = Clock::now();
   auto op = std::make_shared<Op>();
   op->seq = next_seq_++;
@@ -750,7 +753,12 @@ void GlooComm::on_completion(const Completion& c) {
     waiters_.submit({t.buf.get(), s.kind != StepKind::kSend, op.seq, c.step_id});
     return;
   }
-  op.inflight.erase(c.step_id);
+  // Gloo's loop thread may still hold the buffer for a moment after waking
+  // us (it notifies, then lets go), and its destructor spins (sched_yield)
+  // until it does: destroyed at the next collective's start instead, not here
+  // under mu_.
+  retired_.push_back(std::move(t.buf));
+  op.inflight.erase(it);
   op.runner->complete(c.step_id);
   last_progress_ = Clock::now();
   issue_ready(op);
