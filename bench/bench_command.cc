@@ -101,12 +101,13 @@ int run_on(const BenchConfig& config, Backend& backend, std::ostream& out, std::
     return 0;
   }
   if (!config.json_path.empty()) check_writable(config.json_path);
-  // Measured by the reporting rank alone: before, the other ranks wait for it
-  // in the sweep's first collective; after, they have finished.
+  // Measured by rank 0 while the other ranks wait in a barrier, after they
+  // have written their inputs (out of place up to 2 x 128 MiB each, which
+  // made the start's ping-pong read 4 ms) and after the last size.
   SpeedAround speed;
-  speed.start = measure_machine_speed();
-  const auto rows = run_sweep(config, backend);
-  speed.end = measure_machine_speed();
+  const auto rows = run_sweep(config, backend, [&speed](bool at_start) {
+    (at_start ? speed.start : speed.end) = measure_machine_speed();
+  });
   print_table(out, config, rows, speed);
   out.flush();
   if (!config.json_path.empty()) write_json(config.json_path, to_json(config, rows, speed));

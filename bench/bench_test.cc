@@ -317,6 +317,30 @@ std::string call_order(bool interleave) {
   return order;
 }
 
+// The machine-speed probes run in the quiet points: before any collective
+// (after the inputs are written) and after the last, once each.
+TEST(Sweep, QuietHookRunsBeforeTheFirstAndAfterTheLastCollective) {
+  BenchFlags f;
+  f.ranks = 1, f.algo = "ring", f.min_bytes = "64", f.max_bytes = "128", f.step_factor = 2;
+  f.iters = 2, f.warmup = 1, f.check = 0;
+  std::string order;
+  InertBackend backend([&](const coll::CollectiveCall&) { order += 'c'; });
+  run_sweep(resolve(f), backend, [&](bool at_start) { order += at_start ? 'S' : 'E'; });
+  EXPECT_EQ(order, "S" + std::string(2 * (1 + 2), 'c') + "E");
+}
+
+TEST(Sweep, QuietHookRunsOnRankZeroOnlyWhileTheOthersWait) {
+  BenchFlags f;
+  f.ranks = 3, f.algo = "ring", f.min_bytes = "1K", f.max_bytes = "1K", f.iters = 2, f.warmup = 1;
+  const auto c = resolve(f);
+  auto backend = make_backend("threads", c.ranks, c.timeout);
+  std::vector<bool> calls;  // only rank 0 writes it; the barriers order the writes
+  const auto rows = run_sweep(c, *backend, [&](bool at_start) { calls.push_back(at_start); });
+  EXPECT_EQ(calls, (std::vector<bool>{true, false}));
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].wrong, 0u);
+}
+
 TEST(Sweep, InterleaveTimesEachRowOfASizeInTurn) {
   // One warm-up of each row, then iteration by iteration, then the next size.
   EXPECT_EQ(call_order(true), "r1h1r1h1r1h1r1h1r2h2r2h2r2h2r2h2");

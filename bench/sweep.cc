@@ -136,8 +136,9 @@ void run_collective(coll::Communicator& comm, const BenchConfig& c, const Call& 
 class RankRunner {
  public:
   RankRunner(const BenchConfig& c, Shared& shared, coll::Communicator& comm, bool shared_memory,
-             std::unique_ptr<RankMemory> memory)
+             std::unique_ptr<RankMemory> memory, const QuietHook& quiet)
       : config_(c),
+        quiet_(quiet),
         shared_(shared),
         comm_(comm),
         rank_(comm.rank()),
@@ -150,6 +151,19 @@ class RankRunner {
     // Out of place the inputs are written once; calls never modify them.
     if (!config_.in_place)
       buffers_.fill_input(expect_, buffers_.call(shape_for(config_, sizes_.back().count), {}));
+    quiet_point(true);
+    run_sizes();
+    quiet_point(false);
+  }
+
+ private:
+  void quiet_point(bool at_start) {
+    comm_.barrier();
+    if (rank_ == 0 && quiet_) quiet_(at_start);
+    comm_.barrier();
+  }
+
+  void run_sizes() {
     for (const auto& size : sizes_) {
       if (config_.interleave) {
         run_interleaved(size);
@@ -167,7 +181,6 @@ class RankRunner {
     }
   }
 
- private:
   // --interleave: every row of the size is checked and warmed up first, then
   // timed iteration i runs each row once in turn, so that a slow phase of the
   // machine falls on all of them alike.
@@ -357,6 +370,7 @@ class RankRunner {
   }
 
   const BenchConfig& config_;
+  const QuietHook& quiet_;
   Shared& shared_;
   coll::Communicator& comm_;
   std::unique_ptr<coll::Communicator> peer_comm_;  // made on first use
@@ -401,12 +415,13 @@ void summarize(std::vector<double> times_us, const BenchConfig& config, SweepRow
   row.busbw_gbps = row.algbw_gbps * bus_factor(config.coll, config.ranks);
 }
 
-std::vector<SweepRow> run_sweep(const BenchConfig& config, Backend& backend) {
+std::vector<SweepRow> run_sweep(const BenchConfig& config, Backend& backend,
+                                const QuietHook& quiet) {
   Shared shared(config.ranks, config.iters,
                 static_cast<int>(config.algos.size() + config.peers.size()));
   const bool shared_memory = backend.shares_memory();
   backend.run([&](coll::Communicator& comm) {
-    RankRunner(config, shared, comm, shared_memory, backend.memory(comm.rank())).run();
+    RankRunner(config, shared, comm, shared_memory, backend.memory(comm.rank()), quiet).run();
   });
   return std::move(shared.rows);
 }

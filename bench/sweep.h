@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,8 +42,16 @@ struct SweepRow {
 // The algorithm column: ours by name, or the peer's name.
 std::string algo_label(const SweepRow& row);
 
+// Runs on rank 0 while every other rank waits in a barrier: once before the
+// first size, after every rank has written its inputs (at_start), and once
+// after the last. For measurements of the machine that the sweep's own work
+// must not disturb (machine_speed.h).
+using QuietHook = std::function<void(bool at_start)>;
+
 // Runs the whole sweep in one backend.run() and returns the rows, size-major.
-std::vector<SweepRow> run_sweep(const BenchConfig& config, Backend& backend);
+// Every rank of a process backend calls it; `quiet` matters on rank 0 only.
+std::vector<SweepRow> run_sweep(const BenchConfig& config, Backend& backend,
+                                const QuietHook& quiet = {});
 
 // Fills min/median/max and the bandwidths of `row` from per-call times.
 void summarize(std::vector<double> times_us, const BenchConfig& config, SweepRow& row);
