@@ -13,10 +13,12 @@
 // used), so the data in flight and the staging stay in the core's cache. The
 // k-th message (segment) of a collective from rank a to rank b uses slot
 // (seq, a<b, k) on both sides, which gives the schedule's FIFO matching per
-// ordered pair while any number of transfers are in flight. Completions are
-// handled on the thread that waited for them (gloo_waiter.h), under the
-// communicator's mutex; the StepRunner decides what to issue next. The
-// rank's thread only sleeps until its collective is complete or has failed.
+// ordered pair while any number of transfers are in flight. The steps that
+// become ready together post their receives before their sends. Completions
+// are handled on the thread that waited for them (gloo_waiter.h), under the
+// communicator's mutex; the StepRunner decides what to issue next. In a
+// blocking collective that thread is mostly the rank's own: it waits on its
+// collective's transfers itself, receives first, as Gloo's algorithms do.
 #include "gloo_comm.h"
 
 #include <algorithm>
@@ -85,7 +87,8 @@ struct Op {
   std::size_t esize = 0;
   std::vector<std::byte> scratch;
   std::vector<std::uint32_t> sends_to, recvs_from;  // messages so far, per peer
-  std::map<std::int64_t, Transfer> inflight;        // by step id
+  std::vector<std::int64_t> unposted_sends;   // issued in this batch, posted after its receives
+  std::map<std::int64_t, Transfer> inflight;  // by step id
   bool complete = false;
 };
 
@@ -151,10 +154,22 @@ class GlooComm final : public Communicator {
     t.buf->recv(peer, slot(op.seq, peer, rank(), t.first_k + j),
                 staged ? t.staged_at(j) : t.offset(j), t.length(j));
   }
+  // Issues the steps now ready, posting their receives before their sends,
+  // as Gloo's own algorithms do: a receive posted first tells the peer where
+  // to write before its send is posted, so the peer's thread writes it at
+  // once instead of Gloo's loop thread when the notice arrives.
+  void post_segments(const Op& op, Transfer& t);  // the first kSegmentsInFlight
+  static WaitJob wait_job(const Op& op, std::int64_t id, const Transfer& t) {
+    WaitJob job{t.buf.get(), t.step.kind != StepKind::kSend, op.seq, id};
+    job.holdable = t.segments == 1;
+    return job;
+  }
   void issue_ready(Op& op) {
     op.runner->issue_ready([&](std::int64_t id, const Step& s) { return issue(op, id, s); });
+    post_sends(op);
     if (op.runner->finished()) finish(op);
   }
+  void post_sends(Op& op);
   void on_completion(const Completion& c);
   // Eager messages (gloo_eager.h): register the receive rings, issue a send
   // or receive step, hand the next ring entry or a signal buffer to a
@@ -370,15 +385,35 @@ bool GlooComm::issue(Op& op, std::int64_t id, const Step& s) {
       t.buf = reduces ? ctx_->createUnboundBuffer(t.staging, staged)
                       : ctx_->createUnboundBuffer(address(op, s.dst), bytes);
     }
-    for (std::size_t j = 0; j < std::min(t.segments, kSegmentsInFlight); ++j)
-      post_segment(op, t, j);
+    if (s.kind != StepKind::kSend) post_segments(op, t);
   } catch (const std::exception& e) {  // the pair to that peer is already broken
     lost(s.peer, where(op, id, s), e.what());
     return false;  // never completes; wait() throws the error
   }
-  waiters_.submit({t.buf.get(), s.kind != StepKind::kSend, op.seq, id});
+  if (s.kind == StepKind::kSend)
+    op.unposted_sends.push_back(id);
+  else
+    waiters_.submit(wait_job(op, id, t));
   op.inflight.emplace(id, std::move(t));
   return false;
+}
+
+void GlooComm::post_segments(const Op& op, Transfer& t) {
+  for (std::size_t j = 0; j < std::min(t.segments, kSegmentsInFlight); ++j) post_segment(op, t, j);
+}
+
+void GlooComm::post_sends(Op& op) {
+  for (const std::int64_t id : op.unposted_sends) {
+    Transfer& t = op.inflight.at(id);
+    try {
+      post_segments(op, t);
+    } catch (const std::exception& e) {
+      lost(t.step.peer, where(op, id, t.step), e.what());
+      continue;  // never completes; wait() throws the error
+    }
+    waiters_.submit(wait_job(op, id, t));
+  }
+  op.unposted_sends.clear();
 }
 
 void GlooComm::setup_eager() {
@@ -560,7 +595,9 @@ bool GlooComm::eager_recv(Op& op, std::int64_t id, const Step& s) {
 void GlooComm::wait_inbox(int peer, std::uint64_t seq) {
   EagerInbox& in = inbox_[peer];
   in.waiting = true;
-  waiters_.submit({nullptr, true, seq, 0, peer, in.ring[in.next % kEagerSlots].buf.get(), false});
+  WaitJob job{nullptr, true, seq, 0, peer, in.ring[in.next % kEagerSlots].buf.get(), false};
+  job.holdable = true;  // for the rank's thread while collective `seq` is its own
+  waiters_.submit(job);
 }
 
 void GlooComm::release(int peer, std::uint64_t index) {
@@ -750,7 +787,7 @@ void GlooComm::on_completion(const Completion& c) {
     } catch (const std::exception& e) {
       return lost(s.peer, where(op, c.step_id, s), e.what());
     }
-    waiters_.submit({t.buf.get(), s.kind != StepKind::kSend, op.seq, c.step_id});
+    waiters_.submit(wait_job(op, c.step_id, t));
     return;
   }
   // Gloo's loop thread may still hold the buffer for a moment after waking
