@@ -542,6 +542,23 @@ TEST(MachineSpeed, ProbesRunOnEveryOnlineCpuWhenTheCallerIsPinned) {
   EXPECT_EQ(speed_json({s, s})["start"]["cpus"], online);
 }
 
+// Left to the scheduler, the ping-pong's two threads sometimes shared a CPU
+// while another thread waited there (a threads sweep's end probe read 6.4 ms
+// a trip): each is confined to a CPU of its own.
+TEST(MachineSpeed, PingPongThreadsAreConfinedToTwoDifferentCpus) {
+  cpu_set_t allowed;
+  ASSERT_EQ(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+  if (CPU_COUNT(&allowed) < 2) GTEST_SKIP() << "this process may use one CPU only";
+  const MachineSpeed s = measure_machine_speed();
+  EXPECT_GE(s.pingpong_cpus[0], 0);
+  EXPECT_GE(s.pingpong_cpus[1], 0);
+  EXPECT_NE(s.pingpong_cpus[0], s.pingpong_cpus[1]);
+  EXPECT_EQ(speed_json({s, s})["end"]["pingpong_cpus"], nlohmann::json(s.pingpong_cpus));
+  cpu_set_t after;
+  ASSERT_EQ(sched_getaffinity(0, sizeof after, &after), 0);
+  EXPECT_TRUE(CPU_EQUAL(&allowed, &after)) << "the caller's affinity changed";
+}
+
 TEST(Report, JsonRecordsTheGlooSettingsGiven) {
   BenchFlags f;
   f.backend = "gloo", f.eager = "64K", f.loop_thread = "normal";

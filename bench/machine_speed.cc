@@ -1,6 +1,7 @@
 #include "machine_speed.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -46,15 +47,47 @@ double compute_step_ns() {
   return ns_since(start) / kSteps;
 }
 
+// Confines the calling thread to `cpu` (>= 0); the CPU it is confined to
+// after that, or -1 when it may run on several.
+int confine_to(int cpu) {
+  cpu_set_t set;
+  if (cpu >= 0) {
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    sched_setaffinity(0, sizeof set, &set);  // on failure it keeps its CPUs
+  }
+  if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) != 1) return -1;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) return c;
+  return -1;
+}
+
+// The first two CPUs this thread may use, or -1s when it may use one only.
+std::array<int, 2> two_cpus() {
+  std::array<int, 2> two{-1, -1};
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) < 2) return two;
+  for (int c = 0, k = 0; c < CPU_SETSIZE && k < 2; ++c)
+    if (CPU_ISSET(c, &set)) two[k++] = c;
+  return two;
+}
+
 // Round trips of one counter between this thread and another, each spinning
-// until the other has moved it. The first trip (the other thread starting)
-// is not timed; stops at kProbeLimit (a machine so busy that the other
-// thread does not get to run).
-double pingpong_ns() {
+// until the other has moved it, the two confined to different CPUs (left to
+// the scheduler, they shared one in 2 of 3 threads sweeps on a 2-vCPU VM
+// while the other rank's thread waited in its barrier: 24 us and 6.4 ms a
+// trip). The first trip (the other thread starting) is not timed; stops at
+// kProbeLimit (a machine so busy that the other thread does not get to run).
+// `on` receives the CPUs the two threads were confined to.
+double pingpong_ns(std::array<int, 2>& on) {
   constexpr std::uint32_t kTrips = 2000;
   alignas(64) std::atomic<std::uint32_t> turn{0};
   std::atomic<bool> stop{false};
+  const std::array<int, 2> cpus = two_cpus();
+  cpu_set_t before;
+  const bool saved = sched_getaffinity(0, sizeof before, &before) == 0;
   std::thread other([&] {
+    on[1] = confine_to(cpus[1]);
     for (std::uint32_t i = 1; i < 2 * (kTrips + 1); i += 2) {
       while (turn.load(std::memory_order_acquire) != i) {
         if (stop.load(std::memory_order_relaxed)) return;
@@ -63,6 +96,7 @@ double pingpong_ns() {
       turn.store(i + 1, std::memory_order_release);
     }
   });
+  on[0] = confine_to(cpus[0]);
   auto start = Clock::now();
   std::uint32_t trips = 0;  // timed ones
   for (std::uint32_t k = 0; k <= kTrips; ++k) {
@@ -82,6 +116,7 @@ double pingpong_ns() {
   const double ns = ns_since(start);
   stop.store(true, std::memory_order_relaxed);
   other.join();
+  if (saved) sched_setaffinity(0, sizeof before, &before);  // for the probes after it
   return ns / std::max<std::uint32_t>(trips, 1);
 }
 
@@ -118,7 +153,7 @@ MachineSpeed measure_here() {
   MachineSpeed s;
   s.cpus = unpin_this_thread();
   s.compute_ns = median_of_repeats(compute_step_ns);
-  s.pingpong_ns = median_of_repeats(pingpong_ns);
+  s.pingpong_ns = median_of_repeats([&] { return pingpong_ns(s.pingpong_cpus); });
   std::vector<char> from(8 << 20, 1), to(8 << 20, 2);  // touched: no page faults timed
   s.copy_gbps = median_of_repeats([&] { return copy_gbps(from, to); });
   return s;
@@ -145,7 +180,8 @@ nlohmann::json speed_json(const SpeedAround& s) {
     return nlohmann::json{{"compute_ns", m.compute_ns},
                           {"pingpong_ns", m.pingpong_ns},
                           {"copy_gbps", m.copy_gbps},
-                          {"cpus", m.cpus}};
+                          {"cpus", m.cpus},
+                          {"pingpong_cpus", m.pingpong_cpus}};
   };
   return {{"version", kMachineSpeedVersion}, {"start", one(s.start)}, {"end", one(s.end)}};
 }

@@ -10,6 +10,7 @@
 // kMachineSpeedVersion then, and comparisons skip records of other versions.
 #pragma once
 
+#include <array>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -23,6 +24,9 @@ struct MachineSpeed {
   double pingpong_ns = 0;  // a cache line's round trip between two threads
   double copy_gbps = 0;    // memcpy of 8 MiB, 1e9 B/s
   int cpus = 0;            // CPUs the probes' threads could run on
+  // The CPUs the ping-pong's two threads were confined to (-1: not confined,
+  // when only one CPU may be used).
+  std::array<int, 2> pingpong_cpus{-1, -1};
 };
 
 // The median of 9 repetitions of each probe, about 45 ms on an idle 2-vCPU
@@ -30,7 +34,8 @@ struct MachineSpeed {
 // ping-pong stops there too, reporting the trips made by then. The probes run
 // on threads of their own, free to use every online CPU whatever the caller's
 // affinity: under --pin a rank's threads share one core, where the ping-pong's
-// two threads would take turns by the scheduler's time slice (7 ms a trip).
+// two threads would take turns by the scheduler's time slice (7 ms a trip);
+// the ping-pong's two threads are confined to two different CPUs.
 MachineSpeed measure_machine_speed();
 
 // Measured before and after a sweep.
