@@ -103,6 +103,8 @@ std::map<int, int> thread_policies() {
     std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     const auto name_end = stat.rfind(')');  // the thread's name may hold spaces
     if (name_end == std::string::npos) continue;
+    // Ours (the waiter pool's cclab-waiter and cclab-watchdog) are not Gloo's.
+    if (stat.find("(cclab-") != std::string::npos) continue;
     std::istringstream fields(stat.substr(name_end + 2));  // from field 3
     std::string field;
     for (int i = 3; i <= 41 && fields >> field; ++i)

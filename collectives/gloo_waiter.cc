@@ -6,6 +6,7 @@
 
 #include <gloo/transport/buffer.h>
 #include <gloo/transport/unbound_buffer.h>
+#include <pthread.h>
 #include <sched.h>
 
 namespace cclab::coll::detail {
@@ -35,6 +36,7 @@ void WaiterPool::submit(const WaitJob& job) {
   std::lock_guard lock(mu_);
   if (holding_ && job.holdable && job.op_seq == rank_op_) {
     held_.push_back(job);
+    watch_locked();
     return;
   }
   jobs_.push_back(job);
@@ -68,6 +70,9 @@ void WaiterPool::rank_begin(std::uint64_t op_seq) {
   rank_op_ = op_seq;
   holding_ = true;
   rank_seen_ = true;
+}
+
+void WaiterPool::watch_locked() {
   if (!watchdog_.joinable()) {
     watchdog_ = std::thread([this] { watch(); });
   } else if (watch_asleep_) {
@@ -111,6 +116,7 @@ bool WaiterPool::rank_run(std::uint64_t op_seq, std::chrono::milliseconds limit)
 }
 
 void WaiterPool::watch() {
+  pthread_setname_np(pthread_self(), "cclab-watchdog");
   // Its ticks should not preempt the threads doing the work (tuning only:
   // where the policy cannot be changed, it ticks under the default one).
   const sched_param batch{};
@@ -158,6 +164,7 @@ Completion WaiterPool::wait(const WaitJob& job, std::chrono::milliseconds limit)
 }
 
 void WaiterPool::work() {
+  pthread_setname_np(pthread_self(), "cclab-waiter");
   std::unique_lock lock(mu_);
   for (;;) {
     jobs_cv_.wait(lock, [&] { return stop_ || waking_ > 0; });

@@ -17,7 +17,8 @@
 // sat in one wait for a whole tick: a stall costs 1-2 ms, never a deadlock.
 // Other transfers (multi-segment messages, collectives started with start())
 // go to workers at once. A worker that comes back from its handler takes the
-// oldest queued wait without being woken.
+// oldest queued wait without being woken. The threads are named
+// cclab-waiter and cclab-watchdog.
 #pragma once
 
 #include <chrono>
@@ -99,6 +100,8 @@ class WaiterPool {
   void dispatch_locked();
   // Stops holding; the held jobs go to workers.
   void release_held_locked();
+  // Starts the watchdog, or wakes it from its idle sleep (a job is held).
+  void watch_locked();
   // The watchdog's loop (see the file comment).
   void watch();
 
@@ -118,7 +121,7 @@ class WaiterPool {
   bool rank_blocked_ = false;      // the rank's thread is in a wait
   std::uint64_t block_count_ = 0;  // its waits so far: the watchdog sees one wait last a tick
   bool rank_seen_ = false;         // rank_begin since the watchdog's last tick
-  bool watch_asleep_ = false;      // the watchdog waits for rank_begin, not ticking
+  bool watch_asleep_ = false;      // the watchdog waits for a held job, not ticking
   std::condition_variable watch_cv_;
   bool stop_ = false;
   std::vector<std::thread> threads_;
