@@ -62,11 +62,10 @@ int confine_to(int cpu) {
   return -1;
 }
 
-// The first two CPUs this thread may use, or -1s when it may use one only.
-std::array<int, 2> two_cpus() {
+// The first two CPUs of `set`, or -1s when it holds one only.
+std::array<int, 2> first_two(const cpu_set_t& set) {
   std::array<int, 2> two{-1, -1};
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) < 2) return two;
+  if (CPU_COUNT(&set) < 2) return two;
   for (int c = 0, k = 0; c < CPU_SETSIZE && k < 2; ++c)
     if (CPU_ISSET(c, &set)) two[k++] = c;
   return two;
@@ -83,9 +82,9 @@ double pingpong_ns(std::array<int, 2>& on) {
   constexpr std::uint32_t kTrips = 2000;
   alignas(64) std::atomic<std::uint32_t> turn{0};
   std::atomic<bool> stop{false};
-  const std::array<int, 2> cpus = two_cpus();
-  cpu_set_t before;
+  cpu_set_t before;  // the CPUs this thread may use, restored at the end
   const bool saved = sched_getaffinity(0, sizeof before, &before) == 0;
+  const std::array<int, 2> cpus = saved ? first_two(before) : std::array<int, 2>{-1, -1};
   std::thread other([&] {
     on[1] = confine_to(cpus[1]);
     for (std::uint32_t i = 1; i < 2 * (kTrips + 1); i += 2) {

@@ -154,16 +154,16 @@ class GlooComm final : public Communicator {
     t.buf->recv(peer, slot(op.seq, peer, rank(), t.first_k + j),
                 staged ? t.staged_at(j) : t.offset(j), t.length(j));
   }
-  // Issues the steps now ready, posting their receives before their sends,
-  // as Gloo's own algorithms do: a receive posted first tells the peer where
-  // to write before its send is posted, so the peer's thread writes it at
-  // once instead of Gloo's loop thread when the notice arrives.
   void post_segments(const Op& op, Transfer& t);  // the first kSegmentsInFlight
   static WaitJob wait_job(const Op& op, std::int64_t id, const Transfer& t) {
     WaitJob job{t.buf.get(), t.step.kind != StepKind::kSend, op.seq, id};
     job.holdable = t.segments == 1;
     return job;
   }
+  // Issues the steps now ready, posting their receives before their sends,
+  // as Gloo's own algorithms do: a receive posted first tells the peer where
+  // to write before its send is posted, so the peer's thread writes it at
+  // once instead of Gloo's loop thread when the notice arrives.
   void issue_ready(Op& op) {
     op.runner->issue_ready([&](std::int64_t id, const Step& s) { return issue(op, id, s); });
     post_sends(op);

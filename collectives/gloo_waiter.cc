@@ -15,7 +15,7 @@ namespace {
 
 // How long the rank's thread may sit in one wait while later transfers of its
 // collective are held for it (one to two ticks), and how many idle ticks the
-// watchdog makes before it sleeps until the next blocking collective.
+// watchdog makes before it sleeps until a wait is held again.
 constexpr auto kHoldTick = std::chrono::milliseconds(1);
 constexpr int kIdleTicks = 100;
 
