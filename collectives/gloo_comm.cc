@@ -7,10 +7,11 @@
 //    destination when the transfer completes (so the reduction of one chunk
 //    overlaps the transfer of the next).
 // A message above kSegmentBytes goes as segments of that size, each a Gloo
-// transfer of its own on the step's one buffer, completed in order, with
-// kSegmentsInFlight of them posted at a time: the next is posted when one
-// completes (a receive that reduces: once it is reduced, into the staging it
-// used), so the data in flight and the staging stay in the core's cache. The
+// transfer of its own on the step's one buffer, completed in order. A send
+// or a plain receive posts all its segments at once (Gloo moves each as soon
+// as both sides have posted it); a receive that reduces posts kReduceWindow
+// of them into as many staging slots and the next into a slot once its
+// segment is reduced, so the staging stays in the core's cache. The
 // k-th message (segment) of a collective from rank a to rank b uses slot
 // (seq, a<b, k) on both sides, which gives the schedule's FIFO matching per
 // ordered pair while any number of transfers are in flight. The steps that
@@ -50,14 +51,18 @@ using Clock = std::chrono::steady_clock;
 // context when one wait times out, before that wait throws its own error.
 inline constexpr std::string_view kGlooTimeoutClosure = "Application timeout caused pair closure";
 
-// Gloo's own gloo::allreduce moves 1 MiB segments, two at a time. Measured
-// against it (interleaved rows, 2 ranks, 16 MiB in place, six runs each),
-// with every segment of a step posted at once and 4 staged: 0.84-0.97x of
-// its time, mean 0.905; two in flight of each kind: 0.90-1.05x, mean 0.977
-// (0.997 in a second set; 0.91 -> 1.01 at 128 MiB); three: 0.935; 512 KiB
-// segments, two or four in flight: 0.965 and 0.958.
+// Gloo's own gloo::allreduce ring moves 1 MiB segments, two at a time; its
+// bcube moves each message whole. Measured on the AMD EPYC VM (2026-12-03, see
+// the README), 2 ranks in place, interleaved rows of one process, median of
+// six runs, time against gloo::allreduce's bcube at 8 / 16 MiB: two in flight
+// of each kind 1.18 / 1.09; whole messages 0.87 / 0.92 (but 1.26x of two in
+// flight at 32 MiB: the whole message staged cold); every send and plain
+// receive posted at once, four staged: 0.91 / 0.89, and level at 32-128 MiB;
+// eight staged: 4-15% slower than four in place. On the Xeon (2026-12-02,
+// before the rank's thread waited itself) two of each kind had beaten every
+// segment posted at once with four staged, 0.977 against 0.905 of Gloo's time.
 inline constexpr std::size_t kSegmentBytes = 1 << 20;
-inline constexpr std::size_t kSegmentsInFlight = 2;
+inline constexpr std::size_t kReduceWindow = 4;
 
 std::size_t segments_of(std::size_t bytes) {
   return std::max<std::size_t>(1, (bytes + kSegmentBytes - 1) / kSegmentBytes);
@@ -74,7 +79,11 @@ struct Transfer {
   std::size_t offset(std::size_t j) const { return j * kSegmentBytes; }
   std::size_t length(std::size_t j) const { return std::min(kSegmentBytes, bytes - offset(j)); }
   std::size_t staged_at(std::size_t j) const {
-    return segments == 1 ? 0 : (j % kSegmentsInFlight) * kSegmentBytes;
+    return segments == 1 ? 0 : (j % kReduceWindow) * kSegmentBytes;
+  }
+  // Segments posted at first: all but a receive's that reduces, staged.
+  std::size_t window() const {
+    return step.kind == StepKind::kRecvReduce ? std::min(segments, kReduceWindow) : segments;
   }
 };
 
@@ -154,7 +163,7 @@ class GlooComm final : public Communicator {
     t.buf->recv(peer, slot(op.seq, peer, rank(), t.first_k + j),
                 staged ? t.staged_at(j) : t.offset(j), t.length(j));
   }
-  void post_segments(const Op& op, Transfer& t);  // the first kSegmentsInFlight
+  void post_segments(const Op& op, Transfer& t);  // the first t.window()
   static WaitJob wait_job(const Op& op, std::int64_t id, const Transfer& t) {
     WaitJob job{t.buf.get(), t.step.kind != StepKind::kSend, op.seq, id};
     job.holdable = t.segments == 1;
@@ -380,7 +389,7 @@ bool GlooComm::issue(Op& op, std::int64_t id, const Step& s) {
       op.recvs_from[s.peer] += t.segments;
       const bool reduces = s.kind == StepKind::kRecvReduce;
       // Segmented: a full segment's staging per segment in flight.
-      const std::size_t staged = t.segments == 1 ? bytes : kSegmentsInFlight * kSegmentBytes;
+      const std::size_t staged = t.segments == 1 ? bytes : t.window() * kSegmentBytes;
       t.staging = reduces ? staging(staged) : nullptr;
       t.buf = reduces ? ctx_->createUnboundBuffer(t.staging, staged)
                       : ctx_->createUnboundBuffer(address(op, s.dst), bytes);
@@ -399,7 +408,7 @@ bool GlooComm::issue(Op& op, std::int64_t id, const Step& s) {
 }
 
 void GlooComm::post_segments(const Op& op, Transfer& t) {
-  for (std::size_t j = 0; j < std::min(t.segments, kSegmentsInFlight); ++j) post_segment(op, t, j);
+  for (std::size_t j = 0; j < t.window(); ++j) post_segment(op, t, j);
 }
 
 void GlooComm::post_sends(Op& op) {
@@ -783,7 +792,7 @@ void GlooComm::on_completion(const Completion& c) {
     last_progress_ = Clock::now();
     try {
       // A receive that reduces posts into the staging it has just reduced.
-      if (j + kSegmentsInFlight < t.segments) post_segment(op, t, j + kSegmentsInFlight);
+      if (j + t.window() < t.segments) post_segment(op, t, j + t.window());
     } catch (const std::exception& e) {
       return lost(s.peer, where(op, c.step_id, s), e.what());
     }

@@ -51,7 +51,9 @@ struct WaitJob {
   // The rank's thread may hold it (see the file comment). Not for a message
   // that goes as several segments: a held segment's completion would wait
   // behind the other direction's, which couples the two streams that workers
-  // keep apart (2 ranks, 16 MiB: about 12% slower held, against the same peer).
+  // keep apart (2 ranks, 16 MiB: about 12% slower held while sends went two
+  // segments at a time; level within the noise, 2-128 MiB, since every send's
+  // segments are posted at once).
   bool holdable = false;
 };
 
