@@ -53,14 +53,15 @@ inline constexpr std::string_view kGlooTimeoutClosure = "Application timeout cau
 
 // Gloo's own gloo::allreduce ring moves 1 MiB segments, two at a time; its
 // bcube moves each message whole. Measured on the AMD EPYC VM (2026-12-03, see
-// the README), 2 ranks in place, interleaved rows of one process, median of
-// six runs, time against gloo::allreduce's bcube at 8 / 16 MiB: two in flight
-// of each kind 1.18 / 1.09; whole messages 0.87 / 0.92 (but 1.26x of two in
-// flight at 32 MiB: the whole message staged cold); every send and plain
-// receive posted at once, four staged: 0.91 / 0.89, and level at 32-128 MiB;
-// eight staged: 4-15% slower than four in place. On the Xeon (2026-12-02,
-// before the rank's thread waited itself) two of each kind had beaten every
-// segment posted at once with four staged, 0.977 against 0.905 of Gloo's time.
+// the README), 2 ranks in place, both plans in one process (interleaved rows),
+// median of six runs, time against gloo::allreduce's bcube at 8 / 16 MiB: two
+// in flight of each kind 1.18 / 1.09, every send and plain receive posted at
+// once with four staged 0.91 / 0.89 (and 0.90x of two in flight at 32 MiB).
+// Others, each against two in flight in its own runs: whole messages 1.00 /
+// 1.02 but 1.26x two in flight's time at 32 MiB (the message staged cold);
+// eight staged 4-15% slower than four. On the Xeon (2026-12-02, before the
+// rank's thread waited itself) two of each kind had beaten every segment
+// posted at once with four staged, 0.977 against 0.905 of Gloo's time.
 inline constexpr std::size_t kSegmentBytes = 1 << 20;
 inline constexpr std::size_t kReduceWindow = 4;
 
