@@ -7,10 +7,12 @@
 #                                  `redis-start DIR` left in DIR
 #   peers CCLAB N [FLAGS]          ours and every Gloo peer, checked, with --compare
 #                                  (and FLAGS); bcube must be a skipped row at odd N
-#   fault CCLAB N                  kill -9 one rank mid-run: launch and the
+#   fault CCLAB N [EAGER [SIZE]]   kill -9 one rank mid-run: launch and the
 #                                  survivors must fail, naming it, without hanging
-#   stall CCLAB N                  SIGSTOP one rank mid-run: the survivors must time
+#   stall CCLAB N [EAGER [SIZE]]   SIGSTOP one rank mid-run: the survivors must time
 #                                  out naming it, and launch must not leave it behind
+#                                  (SIZE: each all-reduce's, default 64K; 16M sends
+#                                  its messages as 1 MiB segments)
 #   never-joins CCLAB              2 of 3 ranks start: both fail within the timeout
 #                                  naming rank 2
 #   env CCLAB CONVENTION N         N ranks started by hand (no launch) with
@@ -164,6 +166,7 @@ case $mode in
   fault | stall)
     cclab=$1 n=$2
     eager=(--eager "${3:-256K}")  # 0: the rendezvous path
+    size=${4:-64K}
     victim=$((n - 1))
     out=$(mktemp)
     # fault: kill -9, a peer that is gone (20 s collective timeout, so the
@@ -173,7 +176,7 @@ case $mode in
     signal=KILL timeout_ms=20000 grace_ms=15000
     [[ $mode == stall ]] && signal=STOP timeout_ms=3000 grace_ms=2000
     timeout 120 "$cclab" launch -n "$n" --grace-ms "$grace_ms" -- "$cclab" bench --backend gloo \
-      -b 64K -e 64K -n 100000 -w 0 --check 0 --algo ring --timeout-ms "$timeout_ms" "${eager[@]}" \
+      -b "$size" -e "$size" -n 100000 -w 0 --check 0 --algo ring --timeout-ms "$timeout_ms" "${eager[@]}" \
       >"$out" 2>&1 &
     launcher=$!
     pid=$(find_rank "$launcher" "$victim")
