@@ -61,7 +61,7 @@ inline constexpr std::string_view kGlooTimeoutClosure = "Application timeout cau
 // 1.02 but 1.26x two in flight's time at 32 MiB (the message staged cold);
 // eight staged 4-15% slower than four. On the Xeon (2026-12-02, before the
 // rank's thread waited itself) two of each kind had beaten every segment
-// posted at once with four staged, 0.977 against 0.905 of Gloo's time.
+// posted at once with four staged: Gloo's time over ours 0.977 against 0.905.
 inline constexpr std::size_t kSegmentBytes = 1 << 20;
 inline constexpr std::size_t kReduceWindow = 4;
 
