@@ -56,10 +56,12 @@ inline constexpr std::string_view kGlooTimeoutClosure = "Application timeout cau
 // the README), 2 ranks in place, both plans in one process (interleaved rows),
 // median of six runs, time against gloo::allreduce's bcube at 8 / 16 MiB: two
 // in flight of each kind 1.18 / 1.09, every send and plain receive posted at
-// once with four staged 0.91 / 0.89 (and 0.90x of two in flight at 32 MiB).
-// Others, each against two in flight in its own runs: whole messages 1.00 /
-// 1.02 but 1.26x two in flight's time at 32 MiB (the message staged cold);
-// eight staged 4-15% slower than four. On the Xeon (2026-12-02, before the
+// once with four staged 0.91 / 0.89 (held for the rank's thread in those runs;
+// held or not read level). Others, each against two in flight in its own
+// runs: plain receives four at a time instead of all, 0.91x two in flight's
+// time at 32 MiB; whole messages 1.00 / 1.02 of Gloo's but 1.26x two in
+// flight's time at 32 MiB (the message staged cold); eight staged 0-15% slower
+// than four at 4-128 MiB. On the Xeon (2026-12-02, before the
 // rank's thread waited itself) two of each kind had beaten every segment
 // posted at once with four staged: Gloo's time over ours 0.977 against 0.905.
 inline constexpr std::size_t kSegmentBytes = 1 << 20;
@@ -79,9 +81,7 @@ struct Transfer {
   // Segment j: its offset in the message, its length, its place in staging.
   std::size_t offset(std::size_t j) const { return j * kSegmentBytes; }
   std::size_t length(std::size_t j) const { return std::min(kSegmentBytes, bytes - offset(j)); }
-  std::size_t staged_at(std::size_t j) const {
-    return segments == 1 ? 0 : (j % kReduceWindow) * kSegmentBytes;
-  }
+  std::size_t staged_at(std::size_t j) const { return (j % window()) * kSegmentBytes; }
   // Segments posted at first: all but a receive's that reduces, staged.
   std::size_t window() const {
     return step.kind == StepKind::kRecvReduce ? std::min(segments, kReduceWindow) : segments;
