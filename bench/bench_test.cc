@@ -1,9 +1,11 @@
 // Tests of the sweep tool: flag resolution, the size sweep, the reference
 // values of the check, a full sweep on the threads backend, and the reports.
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
 #include <deque>
+#include <numeric>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -317,6 +319,36 @@ std::string call_order(bool interleave) {
   return order;
 }
 
+// Every timed iteration runs each row once, and over a whole design (n
+// iterations, 2n for odd n) every row takes every position and directly
+// follows every other row equally often: counted here, not by the design's
+// formula.
+TEST(Sweep, InterleavedOrderIsABalancedLatinSquare) {
+  for (int n = 1; n <= 7; ++n) {
+    const int sequences = n % 2 == 0 ? n : 2 * n;
+    std::vector<std::vector<int>> follows(n, std::vector<int>(n, 0)), at(n, std::vector<int>(n, 0));
+    for (int i = 0; i < sequences; ++i) {
+      const std::vector<int> order = interleaved_order(n, i);
+      ASSERT_EQ(order, interleaved_order(n, i + sequences)) << "the design repeats, n=" << n;
+      std::vector<int> sorted = order;
+      std::sort(sorted.begin(), sorted.end());
+      std::vector<int> all(n);
+      std::iota(all.begin(), all.end(), 0);
+      ASSERT_EQ(sorted, all) << "not a permutation, n=" << n << " iteration " << i;
+      for (int j = 0; j < n; ++j) ++at[order[j]][j];
+      for (int j = 1; j < n; ++j) ++follows[order[j - 1]][order[j]];
+    }
+    for (int a = 0; a < n; ++a)
+      for (int b = 0; b < n; ++b) {
+        EXPECT_EQ(at[a][b], sequences / n) << "row " << a << " at position " << b << ", n=" << n;
+        if (a != b) {
+          EXPECT_EQ(follows[a][b], sequences / n) << "row " << b << " after " << a << ", n=" << n;
+        }
+      }
+  }
+  EXPECT_TRUE(interleaved_order(0, 3).empty());
+}
+
 // The machine-speed probes run in the quiet points: before any collective
 // (after the inputs are written) and after the last, once each.
 TEST(Sweep, QuietHookRunsBeforeTheFirstAndAfterTheLastCollective) {
@@ -343,7 +375,9 @@ TEST(Sweep, QuietHookRunsOnOneRankOnly) {
 
 TEST(Sweep, InterleaveTimesEachRowOfASizeInTurn) {
   // One warm-up of each row, then iteration by iteration, then the next size.
-  EXPECT_EQ(call_order(true), "r1h1r1h1r1h1r1h1r2h2r2h2r2h2r2h2");
+  // Warm-up in the listed order, then the timed iterations in
+  // interleaved_order: ring first, hd first, ring first.
+  EXPECT_EQ(call_order(true), "r1h1r1h1h1r1r1h1r2h2r2h2h2r2r2h2");
   EXPECT_EQ(call_order(false), "r1r1r1r1h1h1h1h1r2r2r2r2h2h2h2h2");
 }
 

@@ -49,7 +49,8 @@ void print_header(std::ostream& out, const BenchConfig& c,
       c.in_place ? "in-place" : "out-of-place", c.chunks, c.iters, c.warmup);
   out << fmt::format("# check {}, timeout {} ms", c.check ? 1 : 0, c.timeout.count());
   if (c.batch > 1) out << fmt::format(", batch {} (time: mean of that many calls)", c.batch);
-  if (c.interleave) out << ", interleaved (each iteration runs every row of a size in turn)";
+  if (c.interleave)
+    out << ", interleaved (each iteration runs every row of a size once, in a balanced order)";
   if (c.coll == CollectiveKind::kBroadcast) out << fmt::format(", root {}", c.root);
   if (uses_hier(c))
     out << fmt::format(", hier group size {}, inner {}",
@@ -108,6 +109,7 @@ nlohmann::json config_json(const BenchConfig& c) {
           {"warmup", c.warmup},
           {"batch", c.batch},
           {"interleave", c.interleave},
+          {"interleave_order", c.interleave ? "williams" : ""},
           {"check", c.check ? 1 : 0},
           {"in_place", c.in_place},
           {"chunks", c.chunks},

@@ -182,8 +182,9 @@ class RankRunner {
   }
 
   // --interleave: every row of the size is checked and warmed up first, then
-  // timed iteration i runs each row once in turn, so that a slow phase of the
-  // machine falls on all of them alike.
+  // timed iteration i runs each row once, in interleaved_order, so that a slow
+  // phase of the machine falls on all of them alike. Every rank computes the
+  // same order.
   void run_interleaved(const SizePoint& size) {
     std::vector<Contender> rows;
     const auto next = [&] { return static_cast<int>(rows.size()); };
@@ -192,7 +193,7 @@ class RankRunner {
     for (auto& c : rows)
       for (int i = 0; c.run && i < config_.warmup; ++i) c.run();
     for (int i = 0; i < config_.iters; ++i)
-      for (int r = 0; r < next(); ++r)
+      for (const int r : interleaved_order(next(), i))
         if (rows[r].run) timed_call(r, i, rows[r].run);
     for (int r = 0; r < next(); ++r) finish(rows[r], r);
   }
@@ -385,6 +386,21 @@ class RankRunner {
 
 std::string algo_label(const SweepRow& row) {
   return row.peer.empty() ? std::string(coll::algorithm_name(row.algo)) : row.peer;
+}
+
+std::vector<int> interleaved_order(int rows, int iteration) {
+  // Sequence k of the design: 0, 1, n-1, 2, n-2, ... shifted by k (mod n);
+  // for odd n, sequences n..2n-1 are those reversed.
+  const int n = rows;
+  if (n <= 0) return {};
+  const int k = iteration % (n % 2 == 0 ? n : 2 * n);
+  std::vector<int> order(n);
+  for (int j = 0; j < n; ++j) {
+    const int base = j % 2 == 1 ? (j + 1) / 2 : (n - j / 2) % n;
+    order[j] = (base + k) % n;
+  }
+  if (k >= n) std::reverse(order.begin(), order.end());
+  return order;
 }
 
 double median(std::vector<double> values) {

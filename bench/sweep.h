@@ -56,6 +56,15 @@ std::vector<SweepRow> run_sweep(const BenchConfig& config, Backend& backend,
 // Fills min/median/max and the bandwidths of `row` from per-call times.
 void summarize(std::vector<double> times_us, const BenchConfig& config, SweepRow& row);
 
+// --interleave: the order in which timed iteration `iteration` runs a size's
+// `rows` rows. A Williams design (a balanced Latin square): every row takes
+// every position, and every row directly follows every other equally often,
+// over each `rows` iterations (2 x `rows` when odd). With one fixed order a
+// row always ran right after the same one, and paid for what it left behind:
+// after gloo::allreduce's bcube, which maps and unmaps its 32 MiB scratch per
+// call, the next row took 1.20x its time at 32 MiB (2 ranks, AMD EPYC VM).
+std::vector<int> interleaved_order(int rows, int iteration);
+
 // The median of `values` (0 when empty).
 double median(std::vector<double> values);
 
