@@ -5,6 +5,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -28,6 +31,21 @@ namespace cclab::bench {
 namespace {
 
 // All ranks as threads of this process over shared memory.
+// Whether every rank of `comm` runs on one kernel: the same boot id (network
+// namespaces share it, and so share CLOCK_MONOTONIC). A rank that cannot read
+// it counts as a kernel of its own.
+[[maybe_unused]] bool same_kernel(coll::Communicator& comm) {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::int64_t mine = -1 - comm.rank();  // unreadable: unlike any other rank
+  if (std::getline(in, id) && !id.empty())
+    mine = static_cast<std::int64_t>(std::hash<std::string>{}(id) >> 2);
+  std::int64_t low = mine, high = mine;
+  comm.allreduce(&low, &low, 1, coll::DataType::kI64, coll::ReduceOp::kMin);
+  comm.allreduce(&high, &high, 1, coll::DataType::kI64, coll::ReduceOp::kMax);
+  return low == high;
+}
+
 class ThreadsBackend final : public Backend {
  public:
   ThreadsBackend(int ranks, std::chrono::milliseconds timeout, bool pin)
@@ -104,6 +122,7 @@ class GlooBackend final : public Backend {
   bool shares_memory() const override { return false; }
   bool reports() const override { return comm_->rank() == 0; }
   int host_group_size() const override { return comm_->host_group_size(); }
+  bool shares_clock() override { return same_kernel(*comm_); }
 
  private:
   std::unique_ptr<coll::Communicator> comm_;

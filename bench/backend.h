@@ -51,6 +51,10 @@ class Backend {
   virtual bool reports() const { return true; }
   // The `hier` group size the ranks' placement suggests (ranks per host); 0: none.
   virtual int host_group_size() const { return 0; }
+  // Whether every rank reads the same steady clock (one kernel), so that one
+  // rank's timestamps mean something to another (--timing span). A process
+  // backend finds out with a collective: every rank calls it, or none.
+  virtual bool shares_clock() { return true; }
   // The memory the sweep allocates rank `rank`'s buffers in.
   virtual std::unique_ptr<RankMemory> memory(int rank);
   // A line about placement worth telling the user ("" for none), e.g. that

@@ -81,6 +81,11 @@ void add_sweep_options(CLI::App& cmd, BenchFlags& f) {
   cmd.add_flag("--interleave", f.interleave,
                "Time a size's rows in turn, one call of each per iteration, after warming them all "
                "up (a slow phase of a shared machine then falls on every row alike)");
+  cmd.add_option("--timing", f.timing,
+                 "A call's time: rank (the longest of the ranks' own times, each from its own "
+                 "barrier exit) or span (from the last rank's start to the last rank's end: no "
+                 "barrier exit skew; ranks on one kernel, else rank)")
+      ->capture_default_str();
   cmd.add_option("-c,--check", f.check, "Check results (1) or not (0)")->capture_default_str();
   cmd.add_option("--json", f.json_path, "Also write the results to this JSON file");
   cmd.add_flag("--compare", f.compare,
@@ -153,6 +158,12 @@ int run_bench(BenchConfig config, std::ostream& out, std::ostream& err, const Be
   if (backend->ranks() != config.ranks)  // e.g. NCCL: one rank per GPU, fewer than asked
     err << "cclab: bench: " << config.placement << '\n';
   config.ranks = backend->ranks();
+  if (config.timing == Timing::kSpan && !backend->shares_clock()) {
+    config.timing = Timing::kRank;
+    if (backend->reports())
+      err << "cclab: bench: --timing span: the ranks run on different kernels, whose clocks do "
+             "not compare; timing rank instead\n";
+  }
   // MPI starts only for the mpi peer, and is finalized when this returns.
   std::optional<MpiSession> mpi;
   if (std::find(config.peers.begin(), config.peers.end(), kMpiPeer) != config.peers.end()) {

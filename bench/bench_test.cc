@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <mutex>
 #include <numeric>
 #include <sstream>
 #include <string>
@@ -90,6 +92,8 @@ TEST(Resolve, RejectsBadValuesNamingTheFlag) {
   expect_invalid(with([](auto& f) { f.iters = 0; }), "-n/--iters");
   expect_invalid(with([](auto& f) { f.warmup = -1; }), "-w/--warmup");
   expect_invalid(with([](auto& f) { f.check = 2; }), "-c/--check");
+  expect_invalid(with([](auto& f) { f.timing = "wall"; }),
+                 "--timing: unknown timing 'wall' (allowed: rank, span)");
   expect_invalid(with([](auto& f) { f.step_factor = 1; }), "-f/--stepfactor");
   expect_invalid(with([](auto& f) { f.root = 2; }), "--root");
   expect_invalid(with([](auto& f) { f.inner = "hier"; }), "--inner");
@@ -379,6 +383,83 @@ TEST(Sweep, InterleaveTimesEachRowOfASizeInTurn) {
   // interleaved_order: ring first, hd first, ring first.
   EXPECT_EQ(call_order(true), "r1h1r1h1h1r1r1h1r2h2r2h2h2r2r2h2");
   EXPECT_EQ(call_order(false), "r1r1r1r1h1h1h1h1r2r2r2r2h2h2h2h2");
+}
+
+// Two thread ranks whose barrier lets rank 1 go `skew` after rank 0, and
+// whose collective returns on each rank once both have entered it: rank 0
+// waits out the skew inside every call, which --timing rank counts and
+// --timing span (from the last rank's start) leaves out.
+class SkewedPair final : public Backend {
+  struct State {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::uint64_t barrier_arrivals = 0, call_arrivals = 0;
+  };
+  class Comm final : public coll::Communicator {
+    struct Done final : coll::detail::RequestImpl {
+      void wait() override {}
+      bool test() override { return true; }
+    };
+
+   public:
+    Comm(State& s, int rank, std::chrono::milliseconds skew) : s_(s), rank_(rank), skew_(skew) {}
+    int rank() const override { return rank_; }
+    int size() const override { return 2; }
+    coll::Request start(const coll::CollectiveCall&) override {
+      meet(s_.call_arrivals);
+      return coll::Request(std::make_shared<Done>());
+    }
+    void barrier() override {
+      meet(s_.barrier_arrivals);
+      if (rank_ == 1) std::this_thread::sleep_for(skew_);
+    }
+    std::unique_ptr<Communicator> split(int, int) override { return nullptr; }
+
+   private:
+    // Returns once both ranks have arrived at this meeting.
+    void meet(std::uint64_t& arrivals) {
+      std::unique_lock lock(s_.mu);
+      const std::uint64_t goal = (arrivals / 2 + 1) * 2;
+      ++arrivals;
+      s_.cv.notify_all();
+      s_.cv.wait(lock, [&] { return arrivals >= goal; });
+    }
+    State& s_;
+    int rank_;
+    std::chrono::milliseconds skew_;
+  };
+
+ public:
+  explicit SkewedPair(std::chrono::milliseconds skew) : skew_(skew) {}
+  std::string_view name() const override { return "skewed"; }
+  int ranks() const override { return 2; }
+  void run(const std::function<void(coll::Communicator&)>& fn) override {
+    State state;
+    Comm c0(state, 0, skew_), c1(state, 1, skew_);
+    std::thread other([&] { fn(c1); });
+    fn(c0);
+    other.join();
+  }
+
+ private:
+  std::chrono::milliseconds skew_;
+};
+
+TEST(Sweep, SpanTimingLeavesOutTheBarriersExitSkew) {
+  constexpr auto kSkew = std::chrono::milliseconds(40);
+  const auto median_ms = [&](const std::string& timing) {
+    BenchFlags f;
+    f.ranks = 2, f.algo = "ring", f.min_bytes = "64", f.max_bytes = "64", f.iters = 5;
+    f.warmup = 0, f.check = 0, f.timing = timing;
+    SkewedPair backend(kSkew);
+    const auto rows = run_sweep(resolve(f), backend);
+    EXPECT_EQ(rows.size(), 1u);
+    return rows.empty() ? 0.0 : rows[0].time_us_median / 1000;
+  };
+  // Rank 0's own time holds the whole skew (a sleep: never shorter).
+  EXPECT_GE(median_ms("rank"), 40.0);
+  // From rank 1's start both return at once; half the skew is room for a slow wake-up.
+  EXPECT_LT(median_ms("span"), 20.0);
 }
 
 // Every collective, algorithm, placement and a few types on 3 threads ranks

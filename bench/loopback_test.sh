@@ -6,7 +6,8 @@
 #   redis-run CCLAB N ALGO DIR     the same through the Redis server that
 #                                  `redis-start DIR` left in DIR
 #   peers CCLAB N [FLAGS]          ours and every Gloo peer, checked, with --compare
-#                                  (and FLAGS); bcube must be a skipped row at odd N
+#                                  (and FLAGS); bcube must be a skipped row at odd N;
+#                                  with --timing span the header must keep it
 #   fault CCLAB N [EAGER [SIZE]]   kill -9 one rank mid-run: launch and the
 #                                  survivors must fail, naming it, without hanging
 #   stall CCLAB N [EAGER [SIZE]]   SIGSTOP one rank mid-run: the survivors must time
@@ -110,6 +111,11 @@ case $mode in
     expect_checked_table "$out"
     (($(grep -c "^\[0\] # compare .* ratio [0-9.]*x" "$out") == 3)) ||
       { echo "FAIL: expected 3 compare lines (1K, 8K, 64K)"; fail=1; }
+    # Ranks on one kernel keep --timing span (the header says so).
+    if [[ " $* " == *" --timing span "* ]] && ! grep -qF ", timing span (" "$out"; then
+      echo "FAIL: --timing span not in the header"
+      fail=1
+    fi
     if ((n % 2 == 1)); then
       grep -q "gloo-bcube  skipped: gloo::AllreduceBcube needs an even rank count" "$out" ||
         { echo "FAIL: bcube not skipped at $n ranks"; fail=1; }

@@ -210,6 +210,9 @@ BenchConfig resolve(const BenchFlags& f) {
   c.warmup = at_least(f.warmup, 0, "-w/--warmup");
   c.batch = at_least(f.batch, 1, "--batch");
   c.interleave = f.interleave;
+  if (f.timing != "rank" && f.timing != "span")
+    invalid("--timing", fmt::format("unknown timing '{}' (allowed: rank, span)", f.timing));
+  c.timing = f.timing == "span" ? Timing::kSpan : Timing::kRank;
   if (f.check != 0 && f.check != 1)
     invalid("-c/--check", fmt::format("{} is not allowed (allowed: 0, 1)", f.check));
   c.check = f.check == 1;
@@ -227,6 +230,8 @@ BenchConfig resolve(const BenchFlags& f) {
   preflight(c);
   return c;
 }
+
+std::string_view timing_name(Timing t) { return t == Timing::kSpan ? "span" : "rank"; }
 
 std::vector<SizePoint> sweep_sizes(const BenchConfig& c) {
   const std::uint64_t elem = coll::dtype_size(c.dtype);

@@ -32,6 +32,7 @@ struct BenchFlags {
   int warmup = 5;
   int batch = 1;
   bool interleave = false;
+  std::string timing = "rank";  // rank or span (see Timing)
   int check = 1;
   bool in_place = false;
   int chunks = 1;
@@ -47,6 +48,16 @@ struct BenchFlags {
   bool compare = false;     // a summary line per size: our best vs the best peer
   bool pin = false;         // rank r on core r % cores
 };
+
+// What a timed call's time is (--timing). Each rank starts its call when it
+// leaves the barrier before it, and leaves that barrier at its own moment.
+//  - kRank: the longest of the ranks' own times, each from its own start (a
+//    rank that left the barrier early waits for the late one inside its call);
+//  - kSpan: from the last rank's start to the last rank's end, which leaves
+//    the barrier's exit skew out. It needs every rank to read one clock (one
+//    kernel's CLOCK_MONOTONIC); the sweep falls back to kRank otherwise.
+enum class Timing { kRank, kSpan };
+std::string_view timing_name(Timing t);
 
 // A validated sweep configuration.
 struct BenchConfig {
@@ -65,6 +76,7 @@ struct BenchConfig {
   int warmup = 5;
   int batch = 1;            // calls per timed iteration
   bool interleave = false;  // a size's rows timed in turn, iteration by iteration
+  Timing timing = Timing::kRank;
   bool check = true;
   bool in_place = false;
   int chunks = 1;

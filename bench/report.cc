@@ -51,6 +51,8 @@ void print_header(std::ostream& out, const BenchConfig& c,
   if (c.batch > 1) out << fmt::format(", batch {} (time: mean of that many calls)", c.batch);
   if (c.interleave)
     out << ", interleaved (each iteration runs every row of a size once, in a balanced order)";
+  if (c.timing == Timing::kSpan)
+    out << ", timing span (a call: from the last rank's start to the last rank's end)";
   if (c.coll == CollectiveKind::kBroadcast) out << fmt::format(", root {}", c.root);
   if (uses_hier(c))
     out << fmt::format(", hier group size {}, inner {}",
@@ -110,6 +112,7 @@ nlohmann::json config_json(const BenchConfig& c) {
           {"batch", c.batch},
           {"interleave", c.interleave},
           {"interleave_order", c.interleave ? "williams" : ""},
+          {"timing", timing_name(c.timing)},
           {"check", c.check ? 1 : 0},
           {"in_place", c.in_place},
           {"chunks", c.chunks},

@@ -29,6 +29,8 @@ struct Shared {
       : ranks(ranks),
         iters(iters),
         times_us(static_cast<std::size_t>(rows_per_size) * ranks * iters),
+        starts_us(times_us.size()),
+        ends_us(times_us.size()),
         use(times_us.size()),
         wrong(static_cast<std::size_t>(rows_per_size) * ranks),
         outputs(ranks) {}
@@ -36,11 +38,12 @@ struct Shared {
     return (static_cast<std::size_t>(row) * ranks + rank) * iters + iteration;
   }
   int ranks, iters;
-  std::vector<double> times_us;           // [slot(row, rank, iteration)]
-  std::vector<HostUse> use;               // as times_us
-  std::vector<std::uint64_t> wrong;       // [row * ranks + rank], for the current size
-  std::vector<const std::byte*> outputs;  // per rank, for the identity check
-  std::vector<SweepRow> rows;             // appended by rank 0
+  std::vector<double> times_us;            // [slot(row, rank, iteration)]
+  std::vector<double> starts_us, ends_us;  // as times_us: steady_clock's, for Timing::kSpan
+  std::vector<HostUse> use;                // as times_us
+  std::vector<std::uint64_t> wrong;        // [row * ranks + rank], for the current size
+  std::vector<const std::byte*> outputs;   // per rank, for the identity check
+  std::vector<SweepRow> rows;              // appended by rank 0
 };
 
 // One row of a size as it is being measured: its identity, and its call (none
@@ -280,11 +283,19 @@ class RankRunner {
   }
 
   // Ranks in separate processes: the row's figures travel by collectives. A
-  // call's time is the maximum over ranks, its host use the sum, iteration
-  // by iteration.
+  // call's time is the maximum over ranks (see Timing), its host use the sum,
+  // iteration by iteration.
   void exchange_row(SweepRow row, int index) {
-    double* mine = &shared_.times_us[shared_.slot(index, rank_, 0)];
-    comm_.allreduce(mine, mine, config_.iters, coll::DataType::kF64, coll::ReduceOp::kMax);
+    const std::size_t at = shared_.slot(index, rank_, 0);
+    const std::size_t n = config_.iters;
+    const bool span = config_.timing == Timing::kSpan;
+    // kRank: the ranks' own times; kSpan: their starts, then their ends.
+    const double* first = span ? &shared_.starts_us[at] : &shared_.times_us[at];
+    std::vector<double> times(first, first + n);
+    if (span) times.insert(times.end(), &shared_.ends_us[at], &shared_.ends_us[at] + n);
+    comm_.allreduce(times.data(), times.data(), times.size(), coll::DataType::kF64,
+                    coll::ReduceOp::kMax);
+    if (span) times = spans(times.data(), times.data() + n);
     HostUse* use = &shared_.use[shared_.slot(index, rank_, 0)];
     std::vector<double> sums;
     for (int i = 0; i < config_.iters; ++i) sums.insert(sums.end(), {use[i].cpu_us, use[i].csw});
@@ -296,7 +307,7 @@ class RankRunner {
     if (config_.check)
       comm_.allreduce(&wrong_here, &wrong_here, 1, coll::DataType::kI64, coll::ReduceOp::kSum);
     if (rank_ != 0) return;
-    summarize(std::vector<double>(mine, mine + config_.iters), config_, row);
+    summarize(std::move(times), config_, row);
     if (config_.check) row.wrong = static_cast<std::uint64_t>(wrong_here);
     shared_.rows.push_back(row);
   }
@@ -311,8 +322,10 @@ class RankRunner {
     const auto stop = std::chrono::steady_clock::now();
     const HostUse used = HostUse::now(!shared_memory_) - before;
     const std::size_t at = shared_.slot(row, rank_, i);
-    shared_.times_us[at] =
-        std::chrono::duration<double, std::micro>(stop - start).count() / config_.batch;
+    const auto us = [](auto d) { return std::chrono::duration<double, std::micro>(d).count(); };
+    shared_.times_us[at] = us(stop - start) / config_.batch;
+    shared_.starts_us[at] = us(start.time_since_epoch());
+    shared_.ends_us[at] = us(stop.time_since_epoch());
     shared_.use[at] = {used.cpu_us / config_.batch, used.csw / config_.batch};
   }
 
@@ -350,11 +363,25 @@ class RankRunner {
     comm_.barrier();  // nobody writes an output before all comparisons are done
   }
 
+  // Per iteration, the latest start and end over ranks (in) -> the spans per call.
+  std::vector<double> spans(const double* last_start, const double* last_end) const {
+    std::vector<double> times(config_.iters);
+    for (int i = 0; i < config_.iters; ++i)
+      times[i] = (last_end[i] - last_start[i]) / config_.batch;
+    return times;
+  }
+
   SweepRow make_row(SweepRow row, int index) {
-    std::vector<double> times(config_.iters, 0.0);
+    const std::size_t n = config_.iters;
+    std::vector<double> times(n, 0.0), last_start(n, 0.0), last_end(n, 0.0);
     for (int r = 0; r < config_.ranks; ++r)
-      for (int i = 0; i < config_.iters; ++i)
-        times[i] = std::max(times[i], shared_.times_us[shared_.slot(index, r, i)]);
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::size_t at = shared_.slot(index, r, static_cast<int>(i));
+        times[i] = std::max(times[i], shared_.times_us[at]);
+        last_start[i] = std::max(last_start[i], shared_.starts_us[at]);
+        last_end[i] = std::max(last_end[i], shared_.ends_us[at]);
+      }
+    if (config_.timing == Timing::kSpan) times = spans(last_start.data(), last_end.data());
     summarize(std::move(times), config_, row);
     std::vector<HostUse> use(config_.iters);  // summed over ranks, as across processes
     for (int r = 0; r < config_.ranks; ++r)

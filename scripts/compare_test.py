@@ -23,10 +23,11 @@ def row(algo, size, median, spread=0.05, busbw=None):
             "busbw_gbps": size / (median * 1e3) if busbw is None else busbw, "wrong": 0}
 
 
-def record(rows, machine=MACHINE, backend="threads", ranks=2):
-    return {"tool": "cclab bench", "machine": machine, "rows": rows,
-            "config": {"backend": backend, "ranks": ranks, "coll": "allreduce", "dtype": "f32",
-                       "op": "sum"}}
+def record(rows, machine=MACHINE, backend="threads", ranks=2, timing=None):
+    config = {"backend": backend, "ranks": ranks, "coll": "allreduce", "dtype": "f32", "op": "sum"}
+    if timing is not None:
+        config["timing"] = timing
+    return {"tool": "cclab bench", "machine": machine, "rows": rows, "config": config}
 
 
 def with_speed(start, end=None, version=1):
@@ -133,6 +134,21 @@ class CompareTest(unittest.TestCase):
         self.assertEqual(status, 0, out)
         self.assertIn("machines differ", out)
         self.assertIn("REGRESSION", out)
+
+    def test_never_gates_across_timings(self):
+        # A record without config.timing was timed per rank.
+        for base_timing in (None, "rank"):
+            status, out = self.compare(record(series({("hd", 4096): 2.0}), timing="span"),
+                                       record(series(), timing=base_timing))
+            self.assertEqual(status, 0, out)
+            self.assertIn("timings differ (new: span; baseline: rank)", out)
+            self.assertIn("1 regression(s) (reported only: different timing)", out)
+
+    def test_alike_timings_gate(self):
+        status, out = self.compare(record(series({("hd", 4096): 2.0}), timing="span"),
+                                   record(series(), timing="span"))
+        self.assertEqual(status, 1, out)
+        self.assertNotIn("timings differ", out)
 
     def compare_on(self, new_machine, base_machine, *flags):
         """A planted regression (hd at 4 KiB, 2x), the records taken on these machines."""
