@@ -23,10 +23,11 @@ def row(algo, size, median, spread=0.05, busbw=None):
             "busbw_gbps": size / (median * 1e3) if busbw is None else busbw, "wrong": 0}
 
 
-def record(rows, machine=MACHINE, backend="threads", ranks=2, timing=None):
+def record(rows, machine=MACHINE, backend="threads", ranks=2, timing=None, **config_fields):
     config = {"backend": backend, "ranks": ranks, "coll": "allreduce", "dtype": "f32", "op": "sum"}
     if timing is not None:
         config["timing"] = timing
+    config.update(config_fields)
     return {"tool": "cclab bench", "machine": machine, "rows": rows, "config": config}
 
 
@@ -143,6 +144,19 @@ class CompareTest(unittest.TestCase):
             self.assertEqual(status, 0, out)
             self.assertIn("timings differ (new: span; baseline: rank)", out)
             self.assertIn("1 regression(s) (reported only: different timing)", out)
+
+    def test_never_gates_across_row_orders(self):
+        # Interleaved records before interleave_order ran their rows in the listed order.
+        cases = [({"interleave": True, "interleave_order": "williams"}, {"interleave": True},
+                  "row orders differ (new: interleaved, williams; baseline: interleaved, listed)"),
+                 ({"interleave": True, "interleave_order": "williams"}, {},
+                  "row orders differ (new: interleaved, williams; baseline: sequential)")]
+        for new_fields, base_fields, line in cases:
+            status, out = self.compare(record(series({("hd", 4096): 2.0}), **new_fields),
+                                       record(series(), **base_fields))
+            self.assertEqual(status, 0, out)
+            self.assertIn(line, out)
+            self.assertIn("1 regression(s) (reported only: different row order)", out)
 
     def test_alike_timings_gate(self):
         status, out = self.compare(record(series({("hd", 4096): 2.0}), timing="span"),
