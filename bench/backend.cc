@@ -30,7 +30,6 @@
 namespace cclab::bench {
 namespace {
 
-// All ranks as threads of this process over shared memory.
 // Whether every rank of `comm` runs on one kernel: the same boot id (network
 // namespaces share it, and so share CLOCK_MONOTONIC). A rank that cannot read
 // it counts as a kernel of its own.
@@ -46,6 +45,7 @@ namespace {
   return low == high;
 }
 
+// All ranks as threads of this process over shared memory.
 class ThreadsBackend final : public Backend {
  public:
   ThreadsBackend(int ranks, std::chrono::milliseconds timeout, bool pin)
