@@ -495,11 +495,12 @@ void GlooComm::prime_send_buffers() {
 // zeroes stay zeroes). On the AMD EPYC VM (a PVM guest) the first access to
 // a page costs about 5 us from each side: the kernel's, after user space has
 // zeroed it (reading 64 KiB from a socket into fresh memory took 75-113 us,
-// then 4-6 us; writing from it the same), and user space's, after only the
-// kernel has written it. An eager ring entry is first filled by one of the
-// first 32 messages to its peer, so a 64 KiB `direct` all-reduce on 2 ranks
-// cost 460-500 us of CPU per call for its first 15 calls and 130 with its
-// rings touched from both sides at setup (about 2.5 ms per 2 MiB ring there;
+// then 4-8 us; writing from it 74-104, then 5-8), and user space's, after only
+// the kernel has written it. An eager ring entry is first filled by one of
+// the first 32 messages to its peer, so a 64 KiB `direct` all-reduce on 2
+// ranks cost 460-500 us of CPU per call for its first 15 calls and 130 with
+// its rings touched from both sides when made (receive rings at setup, send
+// rings at the first send to that peer; about 2.5 ms per 2 MiB ring there;
 // in steady state level), and at 32 KiB among every peer (`-n 20`) `direct`
 // went from 0.96-0.99x to 1.22-1.40x of `gloo-ring`. Best effort: without
 // /dev/zero the memory is still zeroed (by the caller).
