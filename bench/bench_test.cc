@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -351,6 +352,52 @@ TEST(Sweep, InterleavedOrderIsABalancedLatinSquare) {
       }
   }
   EXPECT_TRUE(interleaved_order(0, 3).empty());
+}
+
+// The interval's ranks are those of the published tables for the median's
+// distribution-free confidence interval (n = 20: the 6th and 15th of the
+// sorted values; n = 100: the 40th and 61st), not recomputed from the code.
+TEST(Sweep, PairedRatioIntervalTakesTheTabulatedOrderStatistics) {
+  for (const auto& [n, low, high] : {std::tuple{20, 6, 15}, std::tuple{100, 40, 61}}) {
+    std::vector<double> num(n), den(n, 2.0);  // ratios 1..n, given in scrambled order
+    for (int i = 0; i < n; ++i) num[i] = 2.0 * ((i * 7) % n + 1);
+    const PairedRatio r = paired_ratio(num, den);
+    ASSERT_TRUE(r.has_interval) << n;
+    EXPECT_DOUBLE_EQ(r.median, (n + 1) / 2.0) << n;
+    EXPECT_DOUBLE_EQ(r.low, low) << n;
+    EXPECT_DOUBLE_EQ(r.high, high) << n;
+    EXPECT_GE(r.coverage, 0.95) << n;
+    EXPECT_LT(r.coverage, 0.975) << n;
+  }
+}
+
+// Six pairs are the fewest whose extremes cover the median at 95% (1 - 2/64);
+// with five there is no interval, only the median.
+TEST(Sweep, PairedRatioNeedsSixPairsForAnInterval) {
+  const PairedRatio six = paired_ratio({3, 1, 2, 6, 5, 4}, {1, 1, 1, 1, 1, 1});
+  ASSERT_TRUE(six.has_interval);
+  EXPECT_DOUBLE_EQ(six.low, 1);
+  EXPECT_DOUBLE_EQ(six.high, 6);
+  EXPECT_DOUBLE_EQ(six.coverage, 1 - 2.0 / 64);
+  const PairedRatio five = paired_ratio({3, 1, 2, 5, 4}, {1, 1, 1, 1, 1});
+  EXPECT_FALSE(five.has_interval);
+  EXPECT_DOUBLE_EQ(five.median, 3);
+}
+
+// Pairs, not medians: a machine that is slow in half the iterations moves
+// both rows' medians, but each call-by-call ratio stays 1.25.
+TEST(Sweep, PairedRatioComparesCallsOfTheSameIteration) {
+  std::vector<double> ours, peer;
+  for (int i = 0; i < 20; ++i) {
+    const double slow = i % 2 == 0 ? 1.0 : 3.0 + i;  // drifts within the run
+    ours.push_back(100 * slow);
+    peer.push_back(125 * slow);
+  }
+  peer[1] = peer[3] = 125;  // and two of the peer's calls missed the slow spell
+  const PairedRatio r = paired_ratio(peer, ours);
+  EXPECT_DOUBLE_EQ(r.median, 1.25);
+  EXPECT_DOUBLE_EQ(r.high, 1.25);
+  EXPECT_NE(median(peer) / median(ours), 1.25);
 }
 
 // The machine-speed probes run in the quiet points: before any collective

@@ -188,5 +188,33 @@ TEST(Peers, CompareTakesTheBestOfEachSideAndIgnoresSkippedRows) {
   EXPECT_FALSE(record["rows"][0].contains("skipped"));
 }
 
+// With --interleave the compare line adds the median of the call-by-call
+// ratios and its interval; without, calls of different rows ran at different
+// moments and are not paired.
+TEST(Peers, CompareWithInterleavePairsTheCallsOfEachIteration) {
+  BenchFlags f;
+  f.algo = "ring";
+  auto c = resolve(f);
+  c.compare = true;
+  c.peers = {"gloo-ring"};
+  SweepRow ours = row_of(4096, Algorithm::kRing, "", 0, c), peer = ours;
+  peer.peer = "gloo-ring";
+  std::vector<double> ours_us, peer_us;
+  for (int i = 0; i < 20; ++i) {  // per call the peer takes 2x, 3x or 4x our time
+    ours_us.push_back(10.0 + i);
+    peer_us.push_back((10.0 + i) * (2 + i % 3));
+  }
+  summarize(ours_us, c, ours);
+  summarize(peer_us, c, peer);
+  for (const bool interleave : {false, true}) {
+    c.interleave = interleave;
+    std::ostringstream out;
+    print_table(out, c, {ours, peer});
+    const auto text = out.str();
+    // Ratios: seven 2s, seven 3s, six 4s; the 6th and 15th of them are 2 and 4.
+    EXPECT_EQ(text.find(", paired 3.00x [2.00, 4.00],") != std::string::npos, interleave) << text;
+  }
+}
+
 }  // namespace
 }  // namespace cclab::bench

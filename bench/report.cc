@@ -169,10 +169,25 @@ double busy_cores(const SweepRow& r) {
   return r.time_us_median > 0 ? r.cpu_us_median / r.time_us_median : 0.0;
 }
 
+// With --interleave: ", paired 1.07x [1.02, 1.13]": the median of the two
+// rows' call-by-call ratios and its >= 95% interval. Calls of one iteration ran
+// in the same round, so slow spells of the machine fall on both sides of a
+// ratio; the ratio of the medians mixes calls from different moments.
+std::string paired_part(const BenchConfig& config, const SweepRow& ours, const SweepRow& peer) {
+  if (!config.interleave || ours.times_us.size() != peer.times_us.size()) return "";
+  const PairedRatio r = paired_ratio(peer.times_us, ours.times_us);
+  if (!r.has_interval) return fmt::format(", paired {:.2f}x", r.median);
+  return fmt::format(", paired {:.2f}x [{:.2f}, {:.2f}]", r.median, r.low, r.high);
+}
+
 // Per size: our fastest row against the fastest peer row, by median time.
-void print_compare(std::ostream& out, const std::vector<SweepRow>& rows) {
+void print_compare(std::ostream& out, const BenchConfig& config,
+                   const std::vector<SweepRow>& rows) {
   out << "# compare: per size, our best vs the best peer; ratio = peer time / our time (> 1: "
          "ours is faster); cores busy = cpu / time, ours vs the peer's\n";
+  if (config.interleave)
+    out << "# compare: paired = median of the per-iteration ratios of the same two rows, "
+           "[>= 95% confidence interval of that median] (from 6 iterations)\n";
   for (std::size_t i = 0; i < rows.size();) {
     const SweepRow *ours = nullptr, *peer = nullptr;
     const std::uint64_t bytes = rows[i].bytes;
@@ -188,9 +203,10 @@ void print_compare(std::ostream& out, const std::vector<SweepRow>& rows) {
     }
     out << fmt::format(
         "# compare {:>11} B: ours {:>6} {:>10.2f} us, peer {:>17} {:>10.2f} us, "
-        "ratio {:.2f}x, cores busy {:.2f} vs {:.2f}\n",
+        "ratio {:.2f}x{}, cores busy {:.2f} vs {:.2f}\n",
         bytes, algo_label(*ours), ours->time_us_median, algo_label(*peer), peer->time_us_median,
-        peer->time_us_median / ours->time_us_median, busy_cores(*ours), busy_cores(*peer));
+        peer->time_us_median / ours->time_us_median, paired_part(config, *ours, *peer),
+        busy_cores(*ours), busy_cores(*peer));
   }
 }
 
@@ -210,7 +226,7 @@ void print_table(std::ostream& out, const BenchConfig& config, const std::vector
     const auto wrong = total_wrong(rows);
     out << fmt::format("# #wrong total: {} ({})\n", wrong, wrong == 0 ? "OK" : "FAILED");
   }
-  if (config.compare) print_compare(out, rows);
+  if (config.compare) print_compare(out, config, rows);
   if (ran > 0)
     out << fmt::format("# avg busbw: {:.2f} GB/s\n", busbw_sum / static_cast<double>(ran));
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -437,6 +438,39 @@ double median(std::vector<double> values) {
   return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
+namespace {
+
+// P(Binomial(n, 1/2) <= j), through logarithms: 2^-n underflows past n = 1074.
+double binomial_half_cdf(std::size_t n, std::size_t j) {
+  double p = 0;
+  for (std::size_t i = 0; i <= j && i <= n; ++i)
+    p += std::exp(std::lgamma(n + 1.0) - std::lgamma(i + 1.0) - std::lgamma(n - i + 1.0) -
+                  static_cast<double>(n) * std::log(2.0));
+  return p;
+}
+
+}  // namespace
+
+PairedRatio paired_ratio(const std::vector<double>& num, const std::vector<double>& den) {
+  std::vector<double> ratios;
+  for (std::size_t i = 0; i < std::min(num.size(), den.size()); ++i)
+    if (den[i] > 0) ratios.push_back(num[i] / den[i]);
+  PairedRatio out;
+  if (ratios.empty()) return out;
+  out.median = median(ratios);
+  std::sort(ratios.begin(), ratios.end());
+  const std::size_t n = ratios.size();
+  // Rank k (1-based) from each end: grow it while P(X <= k - 1) stays <= 2.5%.
+  std::size_t k = 0;
+  while (k < n / 2 && binomial_half_cdf(n, k) <= 0.025) ++k;
+  if (k == 0) return out;
+  out.has_interval = true;
+  out.low = ratios[k - 1];
+  out.high = ratios[n - k];
+  out.coverage = 1 - 2 * binomial_half_cdf(n, k - 1);
+  return out;
+}
+
 HostUse HostUse::now(bool whole_process) {
   timespec cpu{};
   clock_gettime(whole_process ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_THREAD_CPUTIME_ID, &cpu);
@@ -447,6 +481,7 @@ HostUse HostUse::now(bool whole_process) {
 }
 
 void summarize(std::vector<double> times_us, const BenchConfig& config, SweepRow& row) {
+  row.times_us = times_us;
   std::sort(times_us.begin(), times_us.end());
   const std::size_t n = times_us.size();
   row.iters = static_cast<int>(n);

@@ -37,6 +37,9 @@ struct SweepRow {
   double cpu_us_median = 0;
   double csw_median = 0;
   std::optional<std::uint64_t> wrong;  // empty when the check is off
+  // Per timed iteration, in order. With --interleave, iteration i of every
+  // row of a size ran in the same round, so rows pair up call by call.
+  std::vector<double> times_us;
 };
 
 // The algorithm column: ours by name, or the peer's name.
@@ -67,6 +70,18 @@ std::vector<int> interleaved_order(int rows, int iteration);
 
 // The median of `values` (0 when empty).
 double median(std::vector<double> values);
+
+// The median of the ratios num[i] / den[i] of paired samples, with a
+// distribution-free confidence interval for it: the k-th smallest and k-th
+// largest ratio, k the largest with P(Binomial(n, 1/2) < k) <= 2.5% (so
+// coverage >= 95%; for n = 20, the 6th and the 15th). No interval (has_interval
+// false) below 6 pairs, where even the extremes cover less than 95%.
+struct PairedRatio {
+  double median = 0, low = 0, high = 0;
+  double coverage = 0;  // of [low, high]: 1 - 2 P(Binomial(n, 1/2) < k)
+  bool has_interval = false;
+};
+PairedRatio paired_ratio(const std::vector<double>& num, const std::vector<double>& den);
 
 // What has been used so far on the host: CPU time and context switches, both
 // voluntary (a thread blocked: a wake-up to come) and involuntary (preempted).
