@@ -660,6 +660,27 @@ TEST(Report, TableColumnsAndJsonRecord) {
   EXPECT_TRUE(record["config"]["loop_thread"].is_null());
 }
 
+// The gloo backend's figures depend on the kernel's TCP congestion control
+// (report.h): the record names it, read here with a shell, and a gloo table's
+// header prints it (a threads table has no TCP to name).
+TEST(Report, TcpCongestionControlIsRecordedAndHeadsGlooTables) {
+  std::string expected = "unknown";
+  if (FILE* sh = popen("cat /proc/sys/net/ipv4/tcp_congestion_control 2>/dev/null", "r")) {
+    char name[64] = {};
+    if (fscanf(sh, "%63s", name) == 1) expected = name;
+    pclose(sh);
+  }
+  BenchConfig c;
+  EXPECT_EQ(to_json(c, {})["machine"]["tcp_congestion_control"], expected);
+  std::ostringstream threads, gloo;
+  print_table(threads, c, {});
+  c.backend = "gloo";
+  print_table(gloo, c, {});
+  const std::string line = "# tcp congestion control " + expected + " ";
+  EXPECT_EQ(threads.str().find("tcp congestion control"), std::string::npos) << threads.str();
+  EXPECT_NE(gloo.str().find(line), std::string::npos) << gloo.str();
+}
+
 TEST(Report, MachineSpeedIsAHeaderLineAndInTheRecord) {
   BenchConfig c;
   const SpeedAround speed{{2.5, 200, 8}, {2.6, 41000, 4}};

@@ -60,6 +60,9 @@ void print_header(std::ostream& out, const BenchConfig& c,
                        coll::algorithm_name(c.inner));
   out << '\n';
   if (!c.placement.empty()) out << "# " << c.placement << '\n';
+  if (c.backend == "gloo")
+    out << fmt::format("# tcp congestion control {} (net.ipv4.tcp_congestion_control)\n",
+                       tcp_congestion_control());
   if (speed) out << speed_line(*speed);
   if (c.coll == CollectiveKind::kReduceScatter || c.coll == CollectiveKind::kAllGather)
     out << "# size(B) and count describe the larger buffer (reducescatter input, allgather "
@@ -186,8 +189,8 @@ void print_compare(std::ostream& out, const BenchConfig& config,
   out << "# compare: per size, our best vs the best peer; ratio = peer time / our time (> 1: "
          "ours is faster); cores busy = cpu / time, ours vs the peer's\n";
   if (config.interleave)
-    out << "# compare: paired = median of the per-iteration ratios of the same two rows, "
-           "[>= 95% confidence interval of that median] (from 6 iterations)\n";
+    out << "# compare: paired = median of the per-iteration ratios of the same two rows "
+           "[and its >= 95% confidence interval, from 6 iterations up]\n";
   for (std::size_t i = 0; i < rows.size();) {
     const SweepRow *ours = nullptr, *peer = nullptr;
     const std::uint64_t bytes = rows[i].bytes;
@@ -252,7 +255,14 @@ void write_json(const std::string& path, const nlohmann::json& record) {
 nlohmann::json machine_info() {
   return {{"cpu_model", cpu_model()},
           {"cores", std::thread::hardware_concurrency()},
-          {"hostname", hostname()}};
+          {"hostname", hostname()},
+          {"tcp_congestion_control", tcp_congestion_control()}};
+}
+
+std::string tcp_congestion_control() {
+  std::ifstream in("/proc/sys/net/ipv4/tcp_congestion_control");
+  std::string name;
+  return in >> name ? name : "unknown";
 }
 
 nlohmann::json build_info() {

@@ -158,6 +158,23 @@ class CompareTest(unittest.TestCase):
             self.assertIn(line, out)
             self.assertIn("1 regression(s) (reported only: different row order)", out)
 
+    def test_never_gates_gloo_records_across_tcp_congestion_controls(self):
+        bbr, cubic = (dict(MACHINE, tcp_congestion_control=cc) for cc in ("bbr", "cubic"))
+        status, out = self.compare(record(series({("hd", 4096): 2.0}), cubic, backend="gloo"),
+                                   record(series(), bbr, backend="gloo"))
+        self.assertEqual(status, 0, out)
+        self.assertIn("TCP congestion controls differ (bbr / cubic)", out)
+        self.assertIn("1 regression(s) (reported only: different TCP congestion control)", out)
+        # The same control, another backend (no TCP), or a baseline that did not
+        # record it: the gate stands.
+        for new_machine, base_machine, backend in ((bbr, bbr, "gloo"), (cubic, bbr, "threads"),
+                                                   (bbr, MACHINE, "gloo")):
+            status, out = self.compare(
+                record(series({("hd", 4096): 2.0}), new_machine, backend=backend),
+                record(series(), base_machine, backend=backend))
+            self.assertEqual(status, 1, out)
+            self.assertNotIn("congestion", out)
+
     def test_alike_timings_gate(self):
         status, out = self.compare(record(series({("hd", 4096): 2.0}), timing="span"),
                                    record(series(), timing="span"))
