@@ -95,10 +95,14 @@ TEST(GlooWaiterPool, RankThreadRunsItsHeldReceivesBeforeItsSends) {
       sb->waitSend();
       r->waitRecv();
     });
+    // Every transfer completes before the rank's thread runs any: the order
+    // is then the pool's choice alone. (Run while the peer was still sending,
+    // a wait that outlasted the watchdog's 1 ms tick under ASan on 2 busy
+    // cores handed the rest to workers: order 0, 1, 2.)
+    peer.join();
     while (pool.rank_run(7, 20s)) {
     }
     pool.rank_end();
-    peer.join();
   }
   ASSERT_EQ(seen.steps, (std::vector<std::int64_t>{1, 2, 0}));
   for (std::size_t i = 0; i < seen.steps.size(); ++i) {
