@@ -1,13 +1,17 @@
-// Loopback TCP alone, no collective around it: the ceiling of the gloo
-// backend between ranks on one machine, where every byte costs a copy into
-// the kernel and one out of it. One connection carries `bytes` in one
-// direction, or in both at once, as a 2-rank all-reduce moves them (each rank
-// sends and receives 2(n-1)/n = 1 times the message). Every direction has a
-// writer thread (1 MiB writes from a buffer that stays in cache) and a reader
-// thread, persistent across iterations. bytes_per_second counts one
-// direction's bytes, so a 2-rank all-reduce's busbw compares with it directly
-// (Google Benchmark's G/s is 2^30 B/s; busbw's GB/s is 1e9). The CPU column
-// counts the benchmark's own thread only, one of the two or four.
+// Loopback TCP alone, no collective around it: the bare stream under the
+// gloo backend between ranks on one machine, where every byte costs a copy
+// into the kernel and one out of it. A reference, not a bound: our 2-rank
+// all-reduce at 16 MiB took 0.96-1.09 of its time (AMD EPYC VM, measured
+// alternately), so the executor drives the sockets about as well as this.
+//
+// One connection carries `bytes` in one direction, or in both at once, as a
+// 2-rank all-reduce moves them (each rank sends and receives 2(n-1)/n = 1
+// times the message). Every direction has a writer thread (1 MiB writes from
+// a buffer that stays in cache) and a reader thread, persistent across
+// iterations. bytes_per_second counts one direction's bytes, so a 2-rank
+// all-reduce's busbw compares with it directly (Google Benchmark's G/s is
+// 2^30 B/s; busbw's GB/s is 1e9). The CPU column counts the benchmark's own
+// thread only, one of the two or four.
 //
 // The congestion control is set per socket (TCP_CONGESTION), so the kernel's
 // default and the others run side by side in one run: on the AMD EPYC VM the
