@@ -647,6 +647,8 @@ TEST(Report, TableColumnsAndJsonRecord) {
   EXPECT_EQ(record["tool"], "cclab bench");
   EXPECT_EQ(record["config"]["coll"], "allgather");
   EXPECT_EQ(record["rows"][0]["time_us_median"], 2.0);
+  // The calls themselves, in the order timed (summarize sorts its own copy).
+  EXPECT_EQ(record["rows"][0]["times_us"], nlohmann::json::array({2.0, 1.0, 3.0}));
   EXPECT_EQ(record["rows"][0]["redop"], "none");
   EXPECT_EQ(record["rows"][0]["cpu_us_median"], 3.5);
   EXPECT_EQ(record["rows"][0]["csw_median"], 2.0);

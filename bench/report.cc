@@ -146,6 +146,9 @@ nlohmann::json row_json(const BenchConfig& c, const SweepRow& r) {
                         {"csw_median", r.csw_median},
                         {"wrong", r.wrong ? nlohmann::json(*r.wrong) : nlohmann::json(nullptr)}};
   if (!r.skipped.empty()) row["skipped"] = r.skipped;
+  // Every timed call, in order: with --interleave, index i of every row of a
+  // size is one round, so records can be paired offline as --compare does.
+  if (!r.times_us.empty()) row["times_us"] = r.times_us;
   return row;
 }
 
