@@ -440,13 +440,10 @@ double median(std::vector<double> values) {
 
 namespace {
 
-// P(Binomial(n, 1/2) <= j), through logarithms: 2^-n underflows past n = 1074.
-double binomial_half_cdf(std::size_t n, std::size_t j) {
-  double p = 0;
-  for (std::size_t i = 0; i <= j && i <= n; ++i)
-    p += std::exp(std::lgamma(n + 1.0) - std::lgamma(i + 1.0) - std::lgamma(n - i + 1.0) -
+// P(Binomial(n, 1/2) = i), through logarithms: 2^-n underflows past n = 1074.
+double binomial_half_pmf(std::size_t n, std::size_t i) {
+  return std::exp(std::lgamma(n + 1.0) - std::lgamma(i + 1.0) - std::lgamma(n - i + 1.0) -
                   static_cast<double>(n) * std::log(2.0));
-  return p;
 }
 
 }  // namespace
@@ -462,12 +459,17 @@ PairedRatio paired_ratio(const std::vector<double>& num, const std::vector<doubl
   const std::size_t n = ratios.size();
   // Rank k (1-based) from each end: grow it while P(X <= k - 1) stays <= 2.5%.
   std::size_t k = 0;
-  while (k < n / 2 && binomial_half_cdf(n, k) <= 0.025) ++k;
+  double below = 0, upto = binomial_half_pmf(n, 0);  // P(X <= k - 1), P(X <= k)
+  while (k < n / 2 && upto <= 0.025) {
+    ++k;
+    below = upto;
+    upto += binomial_half_pmf(n, k);
+  }
   if (k == 0) return out;
   out.has_interval = true;
   out.low = ratios[k - 1];
   out.high = ratios[n - k];
-  out.coverage = 1 - 2 * binomial_half_cdf(n, k - 1);
+  out.coverage = 1 - 2 * below;
   return out;
 }
 

@@ -24,7 +24,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,6 +34,8 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include "report.h"
 
 namespace {
 
@@ -96,12 +97,6 @@ bool read_all(int fd, std::byte* dst, std::size_t bytes) {
   return true;
 }
 
-std::string default_congestion_control() {
-  std::ifstream in("/proc/sys/net/ipv4/tcp_congestion_control");
-  std::string name;
-  return in >> name ? name : "unknown";
-}
-
 // range(0): bytes per direction per iteration; both: the two directions at once.
 void BM_LoopbackTcp(benchmark::State& state, bool both, std::string cc) {
   const std::size_t bytes = static_cast<std::size_t>(state.range(0));
@@ -151,7 +146,7 @@ void BM_LoopbackTcp(benchmark::State& state, bool both, std::string cc) {
   for (auto& t : helpers) t.join();
   if (failed) state.SkipWithError("a loopback read or write failed");
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * bytes));
-  state.SetLabel(cc.empty() ? default_congestion_control() + " (default)" : cc);
+  state.SetLabel(cc.empty() ? cclab::bench::tcp_congestion_control() + " (default)" : cc);
 }
 
 void Sizes(benchmark::internal::Benchmark* b) {

@@ -163,7 +163,7 @@ class CompareTest(unittest.TestCase):
         status, out = self.compare(record(series({("hd", 4096): 2.0}), cubic, backend="gloo"),
                                    record(series(), bbr, backend="gloo"))
         self.assertEqual(status, 0, out)
-        self.assertIn("TCP congestion controls differ (bbr / cubic)", out)
+        self.assertIn("TCP congestion controls differ (new: cubic; baseline: bbr)", out)
         self.assertIn("1 regression(s) (reported only: different TCP congestion control)", out)
         # The same control, another backend (no TCP), or a baseline that did not
         # record it: the gate stands.
