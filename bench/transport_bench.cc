@@ -11,7 +11,11 @@
 // iterations. bytes_per_second counts one direction's bytes, so a 2-rank
 // all-reduce's busbw compares with it directly (Google Benchmark's G/s is
 // 2^30 B/s; busbw's GB/s is 1e9). The CPU column counts the benchmark's own
-// thread only, one of the two or four.
+// thread only, one of the two or four; the process_cpu_us counter counts
+// them all, kernel time included (on loopback the sender's thread also runs
+// the receiving side's TCP processing), per iteration: both ways, the CPU a
+// 2-rank all-reduce of `bytes` spends on its transfers alone (its `cpu`
+// column sums both ranks), with no reduction and from cache-warm buffers.
 //
 // The congestion control is set per socket (TCP_CONGESTION), so the kernel's
 // default and the others run side by side in one run: on the AMD EPYC VM the
@@ -33,6 +37,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "report.h"
@@ -97,6 +102,13 @@ bool read_all(int fd, std::byte* dst, std::size_t bytes) {
   return true;
 }
 
+// CPU time of every thread of this process, user and kernel, in microseconds.
+double process_cpu_us() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) * 1e6 + static_cast<double>(t.tv_nsec) / 1e3;
+}
+
 // range(0): bytes per direction per iteration; both: the two directions at once.
 void BM_LoopbackTcp(benchmark::State& state, bool both, std::string cc) {
   const std::size_t bytes = static_cast<std::size_t>(state.range(0));
@@ -136,11 +148,14 @@ void BM_LoopbackTcp(benchmark::State& state, bool both, std::string cc) {
         sync.arrive_and_wait();
       }
     });
+  const double cpu_start = process_cpu_us();
   for (auto _ : state) {
     sync.arrive_and_wait();
     if (!role(roles - 1)) failed = true;
     sync.arrive_and_wait();
   }
+  state.counters["process_cpu_us"] =
+      benchmark::Counter(process_cpu_us() - cpu_start, benchmark::Counter::kAvgIterations);
   stop = true;
   sync.arrive_and_wait();
   for (auto& t : helpers) t.join();
