@@ -660,6 +660,7 @@ TEST(Report, TableColumnsAndJsonRecord) {
   EXPECT_EQ(record["date"].get<std::string>().size(), 20u);  // 2024-05-01T12:00:00Z
   EXPECT_TRUE(record["config"]["eager_bytes"].is_null()) << "threads: no gloo settings";
   EXPECT_TRUE(record["config"]["loop_thread"].is_null());
+  EXPECT_TRUE(record["config"]["connections"].is_null());
 }
 
 // The gloo backend's figures depend on the kernel's TCP congestion control
@@ -750,6 +751,9 @@ TEST(Report, JsonRecordsTheGlooSettingsGiven) {
   const auto record = to_json(resolve(f), {});
   EXPECT_EQ(record["config"]["eager_bytes"], 65536);
   EXPECT_EQ(record["config"]["loop_thread"], "normal");
+  EXPECT_EQ(record["config"]["connections"], "shared");  // the default, named
+  f.connections = "row";
+  EXPECT_EQ(to_json(resolve(f), {})["config"]["connections"], "row");
 }
 
 }  // namespace

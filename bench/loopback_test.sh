@@ -8,6 +8,9 @@
 #   peers CCLAB N [FLAGS]          ours and every Gloo peer, checked, with --compare
 #                                  (and FLAGS); bcube must be a skipped row at odd N;
 #                                  with --timing span the header must keep it
+#   connections CCLAB N            --connections shared, then row: rank 0's most open
+#                                  sockets must be (N-1) per set of connections, the
+#                                  world's and the peers' or one per row
 #   fault CCLAB N [EAGER [SIZE]]   kill -9 one rank mid-run: launch and the
 #                                  survivors must fail, naming it, without hanging
 #   stall CCLAB N [EAGER [SIZE]]   SIGSTOP one rank mid-run: the survivors must time
@@ -128,6 +131,37 @@ case $mode in
     fi
     rm -f "$out"
     exit $fail
+    ;;
+  connections)
+    cclab=$1 n=$2
+    fail=0
+    for layout in shared row; do
+      out=$(mktemp)
+      timeout 120 "$cclab" launch -n "$n" -- "$cclab" "${bench_args[@]}" --connections "$layout" \
+        --algo ring,direct,gloo-ring,gloo-hd -e 64K -n 100 >"$out" 2>&1 &
+      job=$!
+      most=0
+      rank0=$(find_rank "$job" 0)
+      # Rows keep their connections to the end of the sweep, so the most
+      # sockets seen at once is the count of them all.
+      while [[ -n $rank0 ]] && kill -0 "$rank0" 2>/dev/null; do
+        # (find fails once the rank has exited; so does the pipeline)
+        now=$({ find "/proc/$rank0/fd" -lname 'socket:*' 2>/dev/null || true; } | wc -l)
+        ((now > most)) && most=$now
+        sleep 0.02
+      done
+      status=0
+      wait "$job" || status=$?
+      cat "$out"
+      ((status == 0)) || { echo "FAIL: $layout: exit status $status"; fail=1; }
+      expect_checked_table "$out" "$n"
+      sets=$([[ $layout == row ]] && echo 4 || echo 1)  # 4 rows; shared: the peers' one
+      expected=$(((n - 1) * (1 + sets)))                # and the world's
+      echo "$layout: rank 0 had at most $most sockets open (expected $expected)"
+      ((most == expected)) || { echo "FAIL: $layout: $most sockets, not $expected"; fail=1; }
+      rm -f "$out"
+    done
+    exit "$fail"
     ;;
   redis-run)
     cclab=$1 n=$2 algo=$3 dir=$4

@@ -197,6 +197,15 @@ BenchConfig resolve(const BenchFlags& f) {
               fmt::format("unknown policy '{}' (allowed: batch, normal)", f.loop_thread));
     c.batch_loop_thread = f.loop_thread == "batch";
   }
+  if (!f.connections.empty()) {
+    if (c.backend != "gloo")
+      invalid("--connections",
+              fmt::format("applies to --backend gloo only (got --backend {})", c.backend));
+    if (f.connections != "shared" && f.connections != "row")
+      invalid("--connections",
+              fmt::format("unknown layout '{}' (allowed: shared, row)", f.connections));
+    c.row_connections = f.connections == "row";
+  }
   c.ranks = at_least(f.ranks, 1, "--ranks");
   c.coll = coll::parse_collective(f.coll, "--coll");
   resolve_sizes(f, c);

@@ -45,6 +45,7 @@ struct BenchFlags {
   std::string transport;    // gloo: tcp or ibverbs; empty: CCLAB_TRANSPORT, else tcp
   std::string eager;        // gloo: eager limit in bytes (units allowed); empty: the default
   std::string loop_thread;  // gloo: batch or normal; empty: the default
+  std::string connections;  // gloo: shared or row; empty: shared
   bool compare = false;     // a summary line per size: our best vs the best peer
   bool pin = false;         // rank r on core r % cores
 };
@@ -88,6 +89,7 @@ struct BenchConfig {
   bool pin = false;
   std::optional<std::uint64_t> eager_bytes;  // gloo: --eager; none: GlooOptions' default
   std::optional<bool> batch_loop_thread;     // gloo: --loop-thread; none: GlooOptions' default
+  bool row_connections = false;              // gloo: --connections row (see sweep.cc)
   std::string placement;  // the backend's note on where ranks run (GPU backends), else ""
   // Why the mpi peer cannot run in this process (empty: it can); run_bench
   // fills it from its MpiSession (see mpi_peer.h) before the sweep.

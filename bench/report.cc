@@ -61,8 +61,11 @@ void print_header(std::ostream& out, const BenchConfig& c,
   out << '\n';
   if (!c.placement.empty()) out << "# " << c.placement << '\n';
   if (c.backend == "gloo")
-    out << fmt::format("# tcp congestion control {} (net.ipv4.tcp_congestion_control)\n",
-                       tcp_congestion_control());
+    out << fmt::format("# tcp congestion control {} (net.ipv4.tcp_congestion_control); {}\n",
+                       tcp_congestion_control(),
+                       c.row_connections
+                           ? "every row on TCP connections of its own"
+                           : "ours on one set of TCP connections, the peers on another");
   if (speed) out << speed_line(*speed);
   if (c.coll == CollectiveKind::kReduceScatter || c.coll == CollectiveKind::kAllGather)
     out << "# size(B) and count describe the larger buffer (reducescatter input, allgather "
@@ -97,6 +100,8 @@ nlohmann::json config_json(const BenchConfig& c) {
   for (const auto& p : c.peers) algos.push_back(p);
   // gloo only; null: the backend's default (or not gloo).
   const nlohmann::json eager = c.eager_bytes ? nlohmann::json(*c.eager_bytes) : nlohmann::json();
+  const nlohmann::json connections =
+      c.backend == "gloo" ? nlohmann::json(c.row_connections ? "row" : "shared") : nlohmann::json();
   const nlohmann::json loop = c.batch_loop_thread
                                   ? nlohmann::json(*c.batch_loop_thread ? "batch" : "normal")
                                   : nlohmann::json();
@@ -126,6 +131,7 @@ nlohmann::json config_json(const BenchConfig& c) {
           {"pin", c.pin},
           {"eager_bytes", eager},
           {"loop_thread", loop},
+          {"connections", connections},
           {"placement", c.placement}};
 }
 

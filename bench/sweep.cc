@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 
 #include <sys/resource.h>
@@ -220,9 +221,10 @@ class RankRunner {
   // Our algorithm `algo` at `size`, checked (when asked) and ready to time.
   Contender prepare(const SizePoint& size, coll::Algorithm algo, int row) {
     const Call call = buffers_.call(shape_for(config_, size.count), algo);
-    if (config_.check) check(call, row);
+    coll::Communicator& comm = our_comm(algo);
+    if (config_.check) check(comm, call, row);
     if (config_.in_place) buffers_.fill_input(expect_, call);
-    return {new_row(size, algo, ""), [this, call] { run_collective(comm_, config_, call); }};
+    return {new_row(size, algo, ""), [this, &comm, call] { run_collective(comm, config_, call); }};
   }
 
   // A peer uses our buffers as we do, except that one which runs in place
@@ -237,7 +239,7 @@ class RankRunner {
     const bool in_place = peer_runs_in_place(peer, config_);
     if (in_place) call.send = call.recv;
     // MPI's peer brings its own communicator (MPI_COMM_WORLD).
-    auto& comm = peer == kMpiPeer ? comm_ : peer_comm();
+    auto& comm = peer == kMpiPeer ? comm_ : peer_comm(peer);
     c.run = make_peer(comm, peer, call.send, call.recv, call.shape.count, config_);
     if (config_.check) {
       // In place the inputs are written now, into the buffer the peer
@@ -253,13 +255,28 @@ class RankRunner {
     return c;
   }
 
-  // The peers run on their own communicator (their own TCP connections): Gloo's
-  // classic algorithms fix SO_SNDBUF to their message size, which turns off
-  // the kernel's buffer autotuning for the socket, and a later, larger message
-  // on that socket stalled 100-250 ms per call (seen at 256 KiB after 32 KiB).
-  coll::Communicator& peer_comm() {
-    if (!peer_comm_) peer_comm_ = comm_.split(0, rank_);
-    return *peer_comm_;
+  // The connections a row runs on. By default ours share the world's and
+  // the peers share a split of it (Gloo's classic algorithms fix SO_SNDBUF
+  // to their message size, which turns off the kernel's buffer autotuning
+  // for the socket: a later, larger message of ours on it stalled 100-250 ms
+  // per call, seen at 256 KiB after 32 KiB). --connections row gives every
+  // row a split of its own, made at its first size and kept for the others:
+  // the kernel carries TCP state from one call to the next (bbr's bandwidth
+  // estimate, hence its pacing rate; the buffers' autotuning), so rows that
+  // share connections are timed partly on each other's traffic.
+  coll::Communicator& our_comm(coll::Algorithm algo) {
+    if (!config_.row_connections) return comm_;
+    return row_comm(std::string(coll::algorithm_name(algo)));
+  }
+
+  coll::Communicator& peer_comm(const std::string& peer) {
+    return row_comm(config_.row_connections ? peer : std::string());
+  }
+
+  coll::Communicator& row_comm(const std::string& key) {
+    auto& comm = row_comms_[key];
+    if (!comm) comm = comm_.split(0, rank_);
+    return *comm;
   }
 
   SweepRow new_row(const SizePoint& size, coll::Algorithm algo, const std::string& peer) const {
@@ -343,10 +360,10 @@ class RankRunner {
 
   // One call on known inputs, then every rank compares its own output with
   // the reference and, where outputs must agree, with rank 0's bit for bit.
-  void check(const Call& call, int row) {
+  void check(coll::Communicator& comm, const Call& call, int row) {
     buffers_.poison_output(call);
     if (config_.in_place) buffers_.fill_input(expect_, call);
-    run_collective(comm_, config_, call);
+    run_collective(comm, config_, call);
     const std::byte* out = buffers_.output_on_host(call);
     if (!shared_memory_) {
       // Every rank's output is compared bitwise with the reference, which
@@ -402,7 +419,7 @@ class RankRunner {
   const QuietHook& quiet_;
   Shared& shared_;
   coll::Communicator& comm_;
-  std::unique_ptr<coll::Communicator> peer_comm_;  // made on first use
+  std::map<std::string, std::unique_ptr<coll::Communicator>> row_comms_;  // made on first use
   int rank_;
   bool shared_memory_;  // false: this process holds one rank, Shared is its own
   Expectation expect_;

@@ -175,6 +175,24 @@ class CompareTest(unittest.TestCase):
             self.assertEqual(status, 1, out)
             self.assertNotIn("congestion", out)
 
+    def test_never_gates_gloo_records_across_connection_layouts(self):
+        # A gloo record without config.connections shared them (before the flag).
+        for base_fields in ({"connections": "shared"}, {}):
+            status, out = self.compare(
+                record(series({("hd", 4096): 2.0}), backend="gloo", connections="row"),
+                record(series(), backend="gloo", **base_fields))
+            self.assertEqual(status, 0, out)
+            self.assertIn("connections differ (new: row; baseline: shared)", out)
+            self.assertIn("1 regression(s) (reported only: different connections)", out)
+        # The same layout, stated or not: the gate stands.
+        for new_fields, base_fields in (({"connections": "row"}, {"connections": "row"}),
+                                        ({"connections": "shared"}, {})):
+            status, out = self.compare(
+                record(series({("hd", 4096): 2.0}), backend="gloo", **new_fields),
+                record(series(), backend="gloo", **base_fields))
+            self.assertEqual(status, 1, out)
+            self.assertNotIn("connections differ", out)
+
     def test_alike_timings_gate(self):
         status, out = self.compare(record(series({("hd", 4096): 2.0}), timing="span"),
                                    record(series(), timing="span"))
