@@ -246,11 +246,12 @@ TEST(GlooEager, ManyChunkedCallsLeaveNoWaitForALaterCollective) {
 }
 
 TEST(GlooSegments, EveryAlgorithmMatchesANaiveSumWithMessagesOfSeveralSegments) {
-  // Not eager: messages above 1 MiB go as 1 MiB segments, and a receive that
-  // reduces stages four at a time, reusing a segment's staging once reduced.
-  // 2.4 and 12 MB vectors: messages of one to six segments, most with a short
-  // last one.
-  expect_every_algorithm_sums({600000, 3000000}, 1);
+  // Not eager: messages up to 2 MiB go whole, larger ones as 1 MiB segments,
+  // and a receive that reduces stages four at a time, reusing a segment's
+  // staging once reduced. 2.4, 4.8 and 12 MB vectors: messages whole (the
+  // ring's 1.6 MB among them) and of three to twelve segments, most with a
+  // short last one.
+  expect_every_algorithm_sums({600000, 1200000, 3000000}, 1);
 }
 
 TEST(GlooEager, MessagesThatArrivedBeforeThePeerClosedAreStillDelivered) {
