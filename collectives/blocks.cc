@@ -17,8 +17,10 @@ Step Emitter::make(StepKind kind, int peer, Region src, Region dst, Deps deps) {
   return s;
 }
 
-Step Emitter::send(int peer, Region src, Deps deps) {
-  return make(StepKind::kSend, peer, src, {}, deps);
+Step Emitter::send(int peer, Region src, Deps deps, bool into_reduce) {
+  Step s = make(StepKind::kSend, peer, src, {}, deps);
+  s.into_reduce = into_reduce;
+  return s;
 }
 Step Emitter::recv(int peer, Region dst, Deps deps) {
   return make(StepKind::kRecv, peer, {}, dst, deps);

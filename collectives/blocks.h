@@ -29,7 +29,8 @@ class Emitter {
   std::int64_t next_id() const { return next_; }
   void advance(std::int64_t n) { next_ += n; }
 
-  Step send(int peer, Region src, Deps deps = {});
+  // into_reduce: the peer's matching receive reduces (Step::into_reduce).
+  Step send(int peer, Region src, Deps deps = {}, bool into_reduce = false);
   Step recv(int peer, Region dst, Deps deps = {});
   Step recv_reduce(int peer, Region src, Region dst, Deps deps = {});
   Step copy(Region src, Region dst, Deps deps = {});

@@ -264,6 +264,11 @@ void Checker::transfer(const Posted& send, const Posted& recv) {
     fail(send.rank, send.id,
          fmt::format("sends {} elements to rank {}, whose matching receive (step {}) expects {}",
                      ss.src.count, recv.rank, recv.id, rs.dst.count));
+  if (ss.into_reduce != (rs.kind == StepKind::kRecvReduce))
+    fail(send.rank, send.id,
+         fmt::format("sends to rank {} marked {}, but its matching receive (step {}) {}", recv.rank,
+                     ss.into_reduce ? "into a reduction" : "as a plain copy", recv.id,
+                     rs.kind == StepKind::kRecvReduce ? "reduces" : "copies"));
   read(send.rank, ss.src, send.id, a_);
   if (rs.kind == StepKind::kRecvReduce) {
     read(recv.rank, rs.src, recv.id, b_);

@@ -165,6 +165,21 @@ TEST(CheckerCatches, WrongOffset) {
   EXPECT_NE(e.find("rank"), std::string::npos) << e;
 }
 
+TEST(CheckerCatches, ASendMarkedAsTheOtherKindOfItsReceive) {
+  // Rank 0's first reduce-scatter send says plain copy; rank 1 reduces it.
+  // (The gloo executor would cut the two ends into different segments.)
+  Mutated m(ring(2, 8), [](int r, std::int64_t id, Step& s) {
+    if (r == 0 && id == 0) s.into_reduce = false;
+    return true;
+  });
+  const auto e = error_of(m);
+  EXPECT_NE(e.find("rank 0 step 0"), std::string::npos) << e;
+  EXPECT_NE(e.find("sends to rank 1 marked as a plain copy, but its matching receive (step 1) "
+                   "reduces"),
+            std::string::npos)
+      << e;
+}
+
 TEST(CheckerCatches, LengthMismatch) {
   Mutated m(ring(2, 8), [](int r, std::int64_t id, Step& s) {
     if (r == 0 && id == 0) s.src.count -= 1;
@@ -192,6 +207,7 @@ TEST(CheckerCatches, DoubleContribution) {
   std::vector<std::vector<Step>> steps(2);
   steps[0] = {step(StepKind::kSend, 1, in, {}), step(StepKind::kSend, 1, in, {}),
               step(StepKind::kRecv, 1, {}, out, {0, 1})};
+  steps[0][0].into_reduce = steps[0][1].into_reduce = true;  // rank 1 reduces both
   steps[1] = {step(StepKind::kRecvReduce, 0, in, out),
               step(StepKind::kRecvReduce, 0, out, out, {0}),
               step(StepKind::kSend, 0, out, {}, {1})};

@@ -20,15 +20,16 @@ namespace cclab::coll::detail {
 namespace {
 
 // Sends `region_of(peer)` to every peer (rotated so that ranks do not all
-// target rank 0 first), chunk by chunk.
+// target rank 0 first), chunk by chunk; into_reduce: the peers reduce it.
 template <class RegionOf>
-Program send_to_all(int n, int me, RegionOf region_of, int chunks, Emitter& e) {
+Program send_to_all(int n, int me, RegionOf region_of, int chunks, bool into_reduce, Emitter& e) {
   for (int k = 1; k < n; ++k) {
     const int peer = (me + k) % n;
     const Region r = region_of(peer);
     const Partition cp{r.count, std::uint64_t(chunks)};
     for (int c = 0; c < chunks; ++c)
-      if (cp.size(c) > 0) co_yield e.send(peer, {r.buffer, r.offset + cp.offset(c), cp.size(c)});
+      if (cp.size(c) > 0)
+        co_yield e.send(peer, {r.buffer, r.offset + cp.offset(c), cp.size(c)}, {}, into_reduce);
   }
 }
 
@@ -69,8 +70,9 @@ Program direct_all_reduce(int n, int me, std::uint64_t count, int chunks, bool i
   const Region in{BufferId::kInput, 0, count}, out{BufferId::kOutput, 0, count};
   const Region acc = into_output ? out : Region{BufferId::kScratch, 0, count};
   if (count == 0) co_return;
+  // Rank 0's piece lands plainly (reduce_in_rank_order); every other one reduces.
   CCLAB_YIELD_ALL(send_to_all(
-      n, me, [&](int) { return in; }, chunks, e));
+      n, me, [&](int) { return in; }, chunks, me != 0, e));
   CCLAB_YIELD_ALL(reduce_in_rank_order(n, me, in, acc, chunks, e));
   if (into_output) co_return;
   co_yield e.fence();  // our sends have finished reading our input
@@ -83,7 +85,7 @@ Program direct_reduce_scatter(int n, int me, std::uint64_t count, int chunks, bo
   auto block = [count](int r) { return Region{BufferId::kInput, count * r, count}; };
   const Region out{BufferId::kOutput, 0, count};
   const Region acc = into_output ? out : Region{BufferId::kScratch, 0, count};
-  CCLAB_YIELD_ALL(send_to_all(n, me, block, chunks, e));
+  CCLAB_YIELD_ALL(send_to_all(n, me, block, chunks, me != 0, e));
   CCLAB_YIELD_ALL(reduce_in_rank_order(n, me, block(me), acc, chunks, e));
   if (into_output) co_return;
   co_yield e.fence();
@@ -96,7 +98,7 @@ Program direct_all_gather(int n, int me, std::uint64_t count, int chunks) {
   const Region in{BufferId::kInput, 0, count};
   co_yield e.copy(in, {BufferId::kOutput, count * me, count});
   CCLAB_YIELD_ALL(send_to_all(
-      n, me, [&](int) { return in; }, chunks, e));
+      n, me, [&](int) { return in; }, chunks, false, e));
   for (int k = 1; k < n; ++k) {
     const int peer = (me - k + n) % n;  // the order in which peers send to us
     const Partition cp{count, std::uint64_t(chunks)};

@@ -6,10 +6,12 @@
 //  - kRecvReduce: recv into the rank's staging arena, then reduce into the
 //    destination when the transfer completes (so the reduction of one chunk
 //    overlaps the transfer of the next).
-// A message above kWholeBytes goes as segments of kSegmentBytes, each a Gloo
-// transfer of its own on the step's one buffer, completed in order. A send
-// or a plain receive posts all its segments at once (Gloo moves each as soon
-// as both sides have posted it); a receive that reduces posts kReduceWindow
+// A message that feeds a reduction (a kRecvReduce, a send marked
+// into_reduce) above kWholeBytes goes as segments of kSegmentBytes, each a
+// Gloo transfer of its own on the step's one buffer, completed in order;
+// every other message goes whole. A send posts all its segments at once
+// (Gloo moves each as soon as both sides have posted it); a receive that
+// reduces posts kReduceWindow
 // of them into as many staging slots and the next into a slot once its
 // segment is reduced, so the staging stays in the core's cache. The
 // k-th message (segment) of a collective from rank a to rank b uses slot
@@ -75,6 +77,10 @@ inline constexpr std::size_t kReduceWindow = 4;
 // ring with the rule against hd without in the same runs, median of three:
 // 4 MiB all-reduce (2 MiB messages) 0.93x the time under bbr, 0.76x under
 // cubic; at 4 MiB messages (up to four whole) bbr read 1.13x, cubic 0.84x.
+// A plain copy goes whole at any size: nothing overlaps its segments, and
+// each cost a rendezvous and a completion (all-gather messages whole, same
+// method: cubic 0.89 / 0.93 / 0.93x at 4 / 16 / 64 MiB, bbr over eight runs
+// 1.00 / 1.02 / 0.99x against 1.01 / 0.99 / 1.01 for the control).
 inline constexpr std::size_t kWholeBytes = 2 * kSegmentBytes;
 
 std::size_t segments_of(std::size_t bytes) {
@@ -392,7 +398,11 @@ bool GlooComm::issue(Op& op, std::int64_t id, const Step& s) {
     return s.kind == StepKind::kSend ? eager_send(op, id, s, bytes) : eager_recv(op, id, s);
   Transfer t{s, nullptr, nullptr};
   t.bytes = bytes;
-  t.segments = segments_of(bytes);
+  // Only what feeds a reduction goes in segments (both ends know: a send's
+  // into_reduce, a receive's kind); a plain copy goes whole.
+  const bool reduced =
+      s.kind == StepKind::kRecvReduce || (s.kind == StepKind::kSend && s.into_reduce);
+  t.segments = reduced ? segments_of(bytes) : 1;
   try {
     if (s.kind == StepKind::kSend) {
       t.first_k = op.sends_to[s.peer];

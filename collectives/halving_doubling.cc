@@ -36,7 +36,8 @@ Program exchange(ChunkedExchange x, Emitter& e) {
   const Partition rc{x.recv_r.count, std::uint64_t(x.chunks)};
   for (int c = 0; c < x.chunks; ++c) {
     if (sc.size(c) > 0)
-      co_yield e.send(x.peer, {x.send_r.buffer, x.send_r.offset + sc.offset(c), sc.size(c)});
+      co_yield e.send(x.peer, {x.send_r.buffer, x.send_r.offset + sc.offset(c), sc.size(c)}, {},
+                      /*into_reduce=*/x.reduce);  // the partner's half mirrors ours
     if (rc.size(c) == 0) continue;
     const Region dst{x.recv_r.buffer, x.recv_r.offset + rc.offset(c), rc.size(c)};
     if (x.reduce)
@@ -60,7 +61,7 @@ Program hd_all_reduce(int n, int me, std::uint64_t count, int chunks) {
   if (me < 2 * rem && me % 2 == 0) {
     // Folded-away rank: hand the input over, get the result back.
     if (count > 0) {
-      co_yield e.send(me + 1, in);
+      co_yield e.send(me + 1, in, {}, /*into_reduce=*/true);
       const auto sent = e.last();
       e.set_phase("hd-unfold");
       co_yield e.recv(me + 1, out, Deps(sent));  // in place, out is the input being sent

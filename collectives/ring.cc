@@ -42,7 +42,8 @@ Program ring_reduce_scatter(RingReduceScatter p) {
       if (const auto len = send_chunks.size(c); len > 0) {
         const auto off = p.shards.offset(send_shard) + send_chunks.offset(c);
         // Step 0 sends the rank's own input; later steps forward partial sums.
-        co_yield e.send(right, s == 0 ? p.input.at(off, len) : p.work.at(off, len), Deps(prev[c]));
+        co_yield e.send(right, s == 0 ? p.input.at(off, len) : p.work.at(off, len), Deps(prev[c]),
+                        /*into_reduce=*/true);
       }
       cur[c] = -1;
       if (const auto len = recv_chunks.size(c); len > 0) {

@@ -98,7 +98,8 @@ Program tree_all_reduce(int n, int me, std::uint64_t count, int chunks) {
         reduced[i] = e.last();
       }
       if (node[t].parent >= 0) {
-        co_yield e.send(node[t].parent, reduced[i] < 0 ? in : out, Deps(reduced[i]));
+        co_yield e.send(node[t].parent, reduced[i] < 0 ? in : out, Deps(reduced[i]),
+                        /*into_reduce=*/true);
         sent_up[i] = e.last();
       }
     }

@@ -65,6 +65,12 @@ struct Step {
   // Static label of the phase ("reduce-scatter", "all-gather", ...), for traces
   // and error messages.
   const char* phase = "";
+  // kSend only: the matching receive reduces (kRecvReduce) rather than
+  // copies. Both ends of a transfer then know its kind without the other's
+  // program, so an executor may move the two kinds differently as long as it
+  // does so on both sides (gloo: only what feeds a reduction goes in
+  // segments). The checker proves it for every algorithm.
+  bool into_reduce = false;
 
   // Bytes on the wire or touched, in elements: the region the step moves.
   std::uint64_t count() const { return kind == StepKind::kSend ? src.count : dst.count; }
