@@ -168,44 +168,47 @@ void parse_algo_choice(std::string_view text, BenchConfig& c) {
       ours.empty() && !c.peers.empty() ? std::vector<Algorithm>{} : parse_algo_list(ours, c.coll);
 }
 
+namespace {
+
+// A flag of the gloo backend only.
+void require_gloo(std::string_view flag, const std::string& backend) {
+  if (backend != "gloo")
+    invalid(flag, fmt::format("applies to --backend gloo only (got --backend {})", backend));
+}
+
+// A gloo flag naming one of two choices: whether it names `second`.
+bool gloo_choice(std::string_view flag, const std::string& value, const std::string& backend,
+                 std::string_view what, std::string_view first, std::string_view second) {
+  require_gloo(flag, backend);
+  if (value != first && value != second)
+    invalid(flag, fmt::format("unknown {} '{}' (allowed: {}, {})", what, value, first, second));
+  return value == second;
+}
+
+}  // namespace
+
 BenchConfig resolve(const BenchFlags& f) {
   BenchConfig c;
   check_backend_name(f.backend);
   c.backend = f.backend;
   if (!f.transport.empty()) {
     check_transport_name(f.transport, "--transport");
-    if (c.backend != "gloo")
-      invalid("--transport",
-              fmt::format("applies to --backend gloo only (got --backend {})", c.backend));
+    require_gloo("--transport", c.backend);
   }
   if (!f.eager.empty()) {
-    if (c.backend != "gloo")
-      invalid("--eager",
-              fmt::format("applies to --backend gloo only (got --backend {})", c.backend));
+    require_gloo("--eager", c.backend);
     c.eager_bytes = parse_size_bytes(f.eager, "--eager");
     if (*c.eager_bytes > coll::kGlooMaxEagerBytes)
       invalid("--eager", fmt::format("{} is above the largest eager limit, {} bytes (allowed: 0 "
                                      "to disable, up to {})",
                                      f.eager, coll::kGlooMaxEagerBytes, coll::kGlooMaxEagerBytes));
   }
-  if (!f.loop_thread.empty()) {
-    if (c.backend != "gloo")
-      invalid("--loop-thread",
-              fmt::format("applies to --backend gloo only (got --backend {})", c.backend));
-    if (f.loop_thread != "batch" && f.loop_thread != "normal")
-      invalid("--loop-thread",
-              fmt::format("unknown policy '{}' (allowed: batch, normal)", f.loop_thread));
-    c.batch_loop_thread = f.loop_thread == "batch";
-  }
-  if (!f.connections.empty()) {
-    if (c.backend != "gloo")
-      invalid("--connections",
-              fmt::format("applies to --backend gloo only (got --backend {})", c.backend));
-    if (f.connections != "shared" && f.connections != "row")
-      invalid("--connections",
-              fmt::format("unknown layout '{}' (allowed: shared, row)", f.connections));
-    c.row_connections = f.connections == "row";
-  }
+  if (!f.loop_thread.empty())
+    c.batch_loop_thread =
+        !gloo_choice("--loop-thread", f.loop_thread, c.backend, "policy", "batch", "normal");
+  if (!f.connections.empty())
+    c.row_connections =
+        gloo_choice("--connections", f.connections, c.backend, "layout", "shared", "row");
   c.ranks = at_least(f.ranks, 1, "--ranks");
   c.coll = coll::parse_collective(f.coll, "--coll");
   resolve_sizes(f, c);

@@ -11,9 +11,9 @@
 // Gloo transfer of its own on the step's one buffer, completed in order;
 // every other message goes whole. A send posts all its segments at once
 // (Gloo moves each as soon as both sides have posted it); a receive that
-// reduces posts kReduceWindow
-// of them into as many staging slots and the next into a slot once its
-// segment is reduced, so the staging stays in the core's cache. The
+// reduces posts kReduceWindow of them into as many staging slots and the
+// next into a slot once its segment is reduced, so the staging stays in the
+// core's cache. The
 // k-th message (segment) of a collective from rank a to rank b uses slot
 // (seq, a<b, k) on both sides, which gives the schedule's FIFO matching per
 // ordered pair while any number of transfers are in flight. The steps that
@@ -83,8 +83,12 @@ inline constexpr std::size_t kReduceWindow = 4;
 // 1.00 / 1.02 / 0.99x against 1.01 / 0.99 / 1.01 for the control).
 inline constexpr std::size_t kWholeBytes = 2 * kSegmentBytes;
 
-std::size_t segments_of(std::size_t bytes) {
-  if (bytes <= kWholeBytes) return 1;
+// The segments of step `s`'s message of `bytes`; both ends of a transfer
+// count alike (a send's into_reduce is its receive's kind).
+std::size_t segments_of(const Step& s, std::size_t bytes) {
+  const bool reduced =
+      s.kind == StepKind::kRecvReduce || (s.kind == StepKind::kSend && s.into_reduce);
+  if (!reduced || bytes <= kWholeBytes) return 1;
   return (bytes + kSegmentBytes - 1) / kSegmentBytes;
 }
 
@@ -398,11 +402,7 @@ bool GlooComm::issue(Op& op, std::int64_t id, const Step& s) {
     return s.kind == StepKind::kSend ? eager_send(op, id, s, bytes) : eager_recv(op, id, s);
   Transfer t{s, nullptr, nullptr};
   t.bytes = bytes;
-  // Only what feeds a reduction goes in segments (both ends know: a send's
-  // into_reduce, a receive's kind); a plain copy goes whole.
-  const bool reduced =
-      s.kind == StepKind::kRecvReduce || (s.kind == StepKind::kSend && s.into_reduce);
-  t.segments = reduced ? segments_of(bytes) : 1;
+  t.segments = segments_of(s, bytes);
   try {
     if (s.kind == StepKind::kSend) {
       t.first_k = op.sends_to[s.peer];
