@@ -42,7 +42,8 @@ void add_run_options(CLI::App& cmd, BenchFlags& f) {
                  "preemption; default) or normal (Gloo's own)");
   cmd.add_option("--connections", f.connections,
                  "--backend gloo: shared (ours on one set of TCP connections, the peers on "
-                 "another; default) or row (every algorithm and peer on a set of its own)");
+                 "another, neither the world's; default) or row (every algorithm and peer on a set "
+                 "of its own)");
   cmd.add_option("--timeout-ms", f.timeout_ms, "Timeout of every wait, in ms")
       ->capture_default_str();
 }

@@ -9,8 +9,8 @@
 #                                  (and FLAGS); bcube must be a skipped row at odd N;
 #                                  with --timing span the header must keep it
 #   connections CCLAB N            --connections shared, then row: rank 0's most open
-#                                  sockets must be (N-1) per set of connections, the
-#                                  world's and the peers' or one per row
+#                                  sockets must be (N-1) per set of connections: the
+#                                  world's, then ours and the peers', or one per row
 #   fault CCLAB N [EAGER [SIZE]]   kill -9 one rank mid-run: launch and the
 #                                  survivors must fail, naming it, without hanging
 #   stall CCLAB N [EAGER [SIZE]]   SIGSTOP one rank mid-run: the survivors must time
@@ -155,7 +155,7 @@ case $mode in
       cat "$out"
       ((status == 0)) || { echo "FAIL: $layout: exit status $status"; fail=1; }
       expect_checked_table "$out" "$n"
-      sets=$([[ $layout == row ]] && echo 4 || echo 1)  # 4 rows; shared: the peers' one
+      sets=$([[ $layout == row ]] && echo 4 || echo 2)  # 4 rows; shared: ours, the peers'
       expected=$(((n - 1) * (1 + sets)))                # and the world's
       echo "$layout: rank 0 had at most $most sockets open (expected $expected)"
       ((most == expected)) || { echo "FAIL: $layout: $most sockets, not $expected"; fail=1; }

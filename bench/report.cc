@@ -61,11 +61,13 @@ void print_header(std::ostream& out, const BenchConfig& c,
   out << '\n';
   if (!c.placement.empty()) out << "# " << c.placement << '\n';
   if (c.backend == "gloo")
-    out << fmt::format("# tcp congestion control {} (net.ipv4.tcp_congestion_control); {}\n",
-                       tcp_congestion_control(),
-                       c.row_connections
-                           ? "every row on TCP connections of its own"
-                           : "ours on one set of TCP connections, the peers on another");
+    out << fmt::format(
+        "# tcp congestion control {} (net.ipv4.tcp_congestion_control); {}\n",
+        tcp_congestion_control(),
+        c.row_connections
+            ? "every row on TCP connections of its own"
+            : "ours on one set of TCP connections, the peers on another, the sweep's own traffic "
+              "on a third");
   if (speed) out << speed_line(*speed);
   if (c.coll == CollectiveKind::kReduceScatter || c.coll == CollectiveKind::kAllGather)
     out << "# size(B) and count describe the larger buffer (reducescatter input, allgather "

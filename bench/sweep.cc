@@ -255,22 +255,28 @@ class RankRunner {
     return c;
   }
 
-  // The connections a row runs on. By default ours share the world's and
-  // the peers share a split of it (Gloo's classic algorithms fix SO_SNDBUF
-  // to their message size, which turns off the kernel's buffer autotuning
-  // for the socket: a later, larger message of ours on it stalled 100-250 ms
-  // per call, seen at 256 KiB after 32 KiB). --connections row gives every
-  // row a split of its own, made at its first size and kept for the others:
-  // the kernel carries TCP state from one call to the next (bbr's bandwidth
-  // estimate, hence its pacing rate; the buffers' autotuning), so rows that
-  // share connections are timed partly on each other's traffic.
+  // The connections a row runs on (gloo). By default ours share a split of
+  // the world and the peers share another, so that neither is timed on the
+  // connections that carry the sweep's own barriers and result exchanges
+  // (the world's): on the AMD EPYC VM under bbr, `hd` alone beside four Gloo
+  // peers at 4 ranks, 2 MiB, read 0.90 of the best peer's speed on the
+  // world's connections and 0.98 on a split (medians of six alternating
+  // runs, 2026-12-04). The peers need connections apart from ours anyway:
+  // Gloo's classic algorithms fix SO_SNDBUF to their message size, which
+  // turns off the kernel's buffer autotuning for the socket (a later, larger
+  // message of ours on it stalled 100-250 ms per call, seen at 256 KiB after
+  // 32 KiB). --connections row gives every row a split of its own, made at
+  // its first size and kept for the others: the kernel carries TCP state
+  // from one call to the next (bbr's bandwidth estimate, hence its pacing
+  // rate; the buffers' autotuning), so rows that share connections are timed
+  // partly on each other's traffic.
   coll::Communicator& our_comm(coll::Algorithm algo) {
-    if (!config_.row_connections) return comm_;
-    return row_comm(std::string(coll::algorithm_name(algo)));
+    if (config_.backend != "gloo") return comm_;
+    return row_comm(config_.row_connections ? std::string(coll::algorithm_name(algo)) : "ours");
   }
 
   coll::Communicator& peer_comm(const std::string& peer) {
-    return row_comm(config_.row_connections ? peer : std::string());
+    return row_comm(config_.row_connections ? peer : "peers");
   }
 
   coll::Communicator& row_comm(const std::string& key) {
