@@ -77,7 +77,8 @@ class TargetsTest(unittest.TestCase):
         path = self.write(sweep({4 * K: 1.3, 256 * K: 0.9, 2 * M: 1.1}))
         code, out, _ = self.run_targets(path)
         self.assertEqual(code, 1, out)
-        self.assertRegex(self.line(out, "2 ranks out of place", "256 KiB"), r"0\.90\s+-\s+1\.00\s+missed")
+        self.assertRegex(self.line(out, "2 ranks out of place", "256 KiB"),
+                         r"0\.90\s+-\s+1\.00\s+missed")
         self.assertIn("2 of 3 cells met; 2 ranks out of place 256 KiB missed", out)
 
     def test_runs_that_disagree_are_mixed_and_report_only_exits_zero(self):
@@ -143,7 +144,8 @@ class TargetsTest(unittest.TestCase):
         code, out, _ = self.run_targets(a, b, "--markdown")
         self.assertEqual(code, 1, out)
         lines = out.splitlines()
-        self.assertEqual(lines[0], "| size | 2 ranks out of place (1 runs) | 4 ranks in place (1 runs) |")
+        self.assertEqual(lines[0],
+                         "| size | 2 ranks out of place (1 runs) | 4 ranks in place (1 runs) |")
         self.assertEqual(lines[2], "| 4 KiB | 1.30 | 1.40 |")
         self.assertEqual(lines[3], "| 16 MiB | 1.20 **missed** (< 1.50) | 1.10 |")
 
