@@ -270,12 +270,16 @@ class RankRunner {
   // from one call to the next (bbr's bandwidth estimate, hence its pacing
   // rate; the buffers' autotuning), so rows that share connections are timed
   // partly on each other's traffic.
+  // Only gloo's rows get connections of their own: the other backends have
+  // none to separate (threads, cuda) or cannot split (nccl, whose peers run
+  // on the world as NCCL's own communicator would).
   coll::Communicator& our_comm(coll::Algorithm algo) {
     if (config_.backend != "gloo") return comm_;
     return row_comm(config_.row_connections ? std::string(coll::algorithm_name(algo)) : "ours");
   }
 
   coll::Communicator& peer_comm(const std::string& peer) {
+    if (config_.backend != "gloo") return comm_;
     return row_comm(config_.row_connections ? peer : "peers");
   }
 
