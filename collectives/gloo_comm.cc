@@ -217,7 +217,9 @@ class GlooComm final : public Communicator {
   // large as autotuning would grow the buffer (tcp_wmem's maximum), sent both
   // ways when the communicator is made.
   void prime_send_buffers();
-  static EagerSlot make_slot(std::size_t bytes);
+  // kEagerSlots entries of one block each, in `memory` (made here).
+  std::vector<EagerSlot> make_ring(EagerMemory& memory) const;
+  static EagerSlot make_signal();
   bool eager_send(Op& op, std::int64_t id, const Step& s, std::size_t bytes);
   // The send ring's entry for block `index` (made on first use), free to fill.
   EagerSlot& send_entry(int peer, std::uint64_t index);
@@ -463,17 +465,18 @@ void GlooComm::setup_eager() {
   for (int peer = 0; peer < size(); ++peer) {
     if (peer == rank()) continue;
     auto& pair = ctx_->getPair(peer);
+    EagerInbox& in = inbox_[peer];
+    in.ring = make_ring(in.memory);
     for (int i = 0; i < kEagerSlots; ++i) {
-      EagerSlot e = make_slot(eager_block_bytes(fragment_));
+      EagerSlot& e = in.ring[static_cast<std::size_t>(i)];
       const EagerHeader none{~std::uint64_t{0}};  // no message yet (see arrived_before_close)
-      std::memcpy(e.mem.get(), &none, sizeof none);
-      e.buf = pair->createRecvBuffer(eager_ring_slot(peer, rank(), i), e.mem.get(),
+      std::memcpy(e.mem, &none, sizeof none);
+      e.buf = pair->createRecvBuffer(eager_ring_slot(peer, rank(), i), e.mem,
                                      eager_block_bytes(fragment_));
-      inbox_[peer].ring.push_back(std::move(e));
     }
     EagerSlot& signal = outbox_[peer].signal;
-    signal = make_slot(1);
-    signal.buf = pair->createRecvBuffer(eager_signal_slot(peer, rank()), signal.mem.get(), 1);
+    signal = make_signal();
+    signal.buf = pair->createRecvBuffer(eager_signal_slot(peer, rank()), signal.mem, 1);
   }
 }
 
@@ -512,35 +515,18 @@ void GlooComm::prime_send_buffers() {
   }
 }
 
-// The kernel writes every page of [p, p + bytes) once (a read of /dev/zero:
-// zeroes stay zeroes). On the AMD EPYC VM (a PVM guest) the first access to
-// a page costs about 5 us from each side: the kernel's, after user space has
-// zeroed it (reading 64 KiB from a socket into fresh memory took 75-113 us,
-// then 4-8 us; writing from it 74-104, then 5-8), and user space's, after only
-// the kernel has written it. An eager ring entry is first filled by one of
-// the first 32 messages to its peer, so a 64 KiB `direct` all-reduce on 2
-// ranks cost 460-500 us of CPU per call for its first 15 calls and 130 with
-// its rings touched from both sides when made (receive rings at setup, send
-// rings at the first send to that peer; about 2.5 ms per 2 MiB ring there;
-// in steady state level), and at 32 KiB among every peer (`-n 20`) `direct`
-// went from 0.96-0.99x to 1.22-1.40x of `gloo-ring`. Best effort: without
-// /dev/zero the memory is still zeroed (by the caller).
-void touch_by_kernel(std::byte* p, std::size_t bytes) {
-  if (const int fd = ::open("/dev/zero", O_RDONLY | O_CLOEXEC); fd >= 0) {
-    std::size_t done = 0;
-    while (done < bytes) {
-      const ssize_t n = ::read(fd, p + done, bytes - done);
-      if (n <= 0) break;
-      done += static_cast<std::size_t>(n);
-    }
-    ::close(fd);
-  }
+std::vector<EagerSlot> GlooComm::make_ring(EagerMemory& memory) const {
+  const std::size_t stride = eager_ring_stride(fragment_);
+  memory = EagerMemory(kEagerSlots * stride);
+  std::vector<EagerSlot> ring(kEagerSlots);
+  for (std::size_t i = 0; i < ring.size(); ++i) ring[i].mem = memory.data() + i * stride;
+  return ring;
 }
 
-EagerSlot GlooComm::make_slot(std::size_t bytes) {
+EagerSlot GlooComm::make_signal() {
   EagerSlot e;
-  e.mem = std::make_unique<std::byte[]>(bytes);  // zeroed: user space has touched it
-  touch_by_kernel(e.mem.get(), bytes);
+  e.own = EagerMemory(1);
+  e.mem = e.own.data();
   return e;
 }
 
@@ -566,7 +552,7 @@ bool GlooComm::eager_send(Op& op, std::int64_t id, const Step& s, std::size_t by
                           static_cast<std::uint32_t>(length)};
       if (out.queued.empty() && h.index < out.credit) {
         EagerSlot& e = send_entry(s.peer, h.index);
-        fill_block(e.mem.get(), h, src + offset);
+        fill_block(e.mem, h, src + offset);
         e.buf->send(0, eager_block_bytes(length));
       } else {  // no credit: aside, until the peer's next signal
         std::vector<std::byte> block(eager_block_bytes(length));
@@ -586,11 +572,11 @@ EagerSlot& GlooComm::send_entry(int peer, std::uint64_t index) {
   EagerOutbox& out = outbox_[peer];
   if (out.ring.empty()) {
     auto& pair = ctx_->getPair(peer);
+    out.ring = make_ring(out.memory);
     for (int i = 0; i < kEagerSlots; ++i) {
-      EagerSlot e = make_slot(eager_block_bytes(fragment_));
-      e.buf = pair->createSendBuffer(eager_ring_slot(rank(), peer, i), e.mem.get(),
+      EagerSlot& e = out.ring[static_cast<std::size_t>(i)];
+      e.buf = pair->createSendBuffer(eager_ring_slot(rank(), peer, i), e.mem,
                                      eager_block_bytes(fragment_));
-      out.ring.push_back(std::move(e));
     }
   }
   const auto i = static_cast<std::size_t>(index % kEagerSlots);
@@ -619,7 +605,7 @@ void GlooComm::on_signal(const Completion& c) {
     while (!out.queued.empty() && out.next - out.queued.size() < out.credit) {
       const std::vector<std::byte>& block = out.queued.front();
       EagerSlot& e = send_entry(peer, out.next - out.queued.size());
-      std::memcpy(e.mem.get(), block.data(), block.size());
+      std::memcpy(e.mem, block.data(), block.size());
       e.buf->send(0, block.size());
       out.queued.pop_front();
     }
@@ -668,9 +654,9 @@ void GlooComm::release(int peer, std::uint64_t index) {
   try {
     while (in.released >= (in.signals + 1) * kEagerSignalEvery) {
       if (!in.signal.buf) {
-        in.signal = make_slot(1);
+        in.signal = make_signal();
         in.signal.buf = ctx_->getPair(peer)->createSendBuffer(eager_signal_slot(rank(), peer),
-                                                              in.signal.mem.get(), 1);
+                                                              in.signal.mem, 1);
       }
       in.signal.buf->send(0, 1);
       ++in.signals;
@@ -693,7 +679,7 @@ void GlooComm::on_eager_arrival(const Completion& c, std::unique_lock<std::mutex
   EagerInbox& in = inbox_[peer];
   in.waiting = false;
   const std::uint64_t index = in.next;
-  const std::byte* block = in.ring[index % kEagerSlots].mem.get();
+  const std::byte* block = in.ring[index % kEagerSlots].mem;
   EagerHeader h;
   std::memcpy(&h, block, sizeof h);
   // A peer that has closed fails the wait, but what it sent before is here.

@@ -79,9 +79,45 @@ inline std::size_t eager_block_bytes(std::size_t payload) {
   return sizeof(EagerHeader) + payload + sizeof(std::uint64_t);
 }
 
+// Distance between ring entries in their ring's memory: a block, rounded up
+// to a cache line, so that every payload is as aligned as the first.
+inline std::size_t eager_ring_stride(std::size_t payload) {
+  return (eager_block_bytes(payload) + 63) / 64 * 64;
+}
+
+// Memory for eager blocks: one anonymous mapping, made resident from both
+// sides (user space writes it, then the kernel does), and from 1 MiB on
+// aligned to and asking for transparent huge pages.
+//
+// Why both sides and huge pages: on the AMD EPYC VM (a PVM guest) the first
+// access to a 4 KiB page costs about 5 us from each side, and touching the
+// rings when made did not keep them warm until their first use: `direct`'s
+// first pass over its 32 ring entries was slow in 4-5 runs of 10 (2 ranks,
+// 32 KiB, one rank's socket write from its send entry 49-63 us instead of
+// 7-14, or the reduce from a receive entry 28-41 instead of 0-1). A huge page
+// is one mapping for 2 MiB (where the kernel grants one; it is a request).
+class EagerMemory {
+ public:
+  EagerMemory() = default;
+  explicit EagerMemory(std::size_t bytes);
+  EagerMemory(EagerMemory&& other) noexcept;
+  EagerMemory& operator=(EagerMemory&& other) noexcept;
+  EagerMemory(const EagerMemory&) = delete;
+  EagerMemory& operator=(const EagerMemory&) = delete;
+  ~EagerMemory();
+  std::byte* data() const { return base_; }
+  std::size_t size() const { return bytes_; }
+
+ private:
+  std::byte* base_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
 // One ring entry (or the signal buffer): memory and the Gloo buffer over it.
+// A ring entry's memory is in its ring's; a signal buffer's is its own.
 struct EagerSlot {
-  std::unique_ptr<std::byte[]> mem;
+  EagerMemory own;
+  std::byte* mem = nullptr;
   std::unique_ptr<gloo::transport::Buffer> buf;
 };
 
@@ -107,6 +143,7 @@ struct EagerExpect {
 // any), and the steps whose fragments have all arrived but are still being
 // copied out (no reason to wait).
 struct EagerInbox {
+  EagerMemory memory;  // of the ring (destroyed after its buffers)
   std::vector<EagerSlot> ring;
   EagerSlot signal;                      // send buffer to the peer's signal buffer
   std::uint64_t next = 0;                // index of the next message to arrive
@@ -122,6 +159,7 @@ struct EagerInbox {
 // What is sent to one peer: its ring of send buffers (made on the first
 // send), the peer's signals, and blocks waiting for credit, in order.
 struct EagerOutbox {
+  EagerMemory memory;  // of the ring (destroyed after its buffers)
   std::vector<EagerSlot> ring;
   std::array<bool, kEagerSlots> unwaited{};  // a send from this entry not yet waited for
   EagerSlot signal;                          // registered: the peer's signals

@@ -2,13 +2,19 @@
 // of this process and its own Gloo context over 127.0.0.1: results against a
 // naive sum for sizes either side of the eager limit, messages that arrive
 // before their step is issued, more messages in flight than a ring has
-// entries, and ranks that disagree on the size of a message; and hier grouping
-// the ranks of a host, which needs ranks on several hosts.
+// entries, and ranks that disagree on the size of a message; hier grouping
+// the ranks of a host, which needs ranks on several hosts; and the memory the
+// rings live in.
+#include "gloo_eager.h"
+
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
@@ -352,4 +358,78 @@ TEST(GlooEager, TheLimitIsChecked) {
 }
 
 }  // namespace
+}  // namespace cclab::coll
+
+namespace cclab::coll {
+
+// The rings' memory: zeroed, a huge-page request from 1 MiB on, 2 MiB
+// aligned so that a whole huge page fits, and entries a cache line apart.
+namespace {
+
+// The VmFlags line of the mapping of /proc/self/smaps that starts at `p`.
+std::string vm_flags_at(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto start = reinterpret_cast<std::uintptr_t>(p);
+  bool in_it = false;
+  for (std::string line; std::getline(smaps, line);) {
+    const auto dash = line.find('-');
+    if (dash != std::string::npos && dash > 0 && line.find(' ') > dash &&
+        std::isxdigit(static_cast<unsigned char>(line[0])))
+      in_it = std::stoull(line.substr(0, dash), nullptr, 16) == start;
+    else if (in_it && line.rfind("VmFlags:", 0) == 0)
+      return line;
+  }
+  return {};
+}
+
+bool transparent_huge_pages_off() {
+  std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string mode;
+  return !std::getline(f, mode) || mode.find("[never]") != std::string::npos;
+}
+
+}  // namespace
+
+TEST(GlooEagerMemory, ARingIsZeroedAlignedAndAsksForHugePages) {
+  const std::size_t bytes = detail::kEagerSlots * detail::eager_ring_stride(64u << 10);
+  detail::EagerMemory m(bytes);
+  ASSERT_NE(m.data(), nullptr);
+  EXPECT_GE(m.size(), bytes);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(m.data()) % (2u << 20), 0u);
+  EXPECT_TRUE(
+      std::all_of(m.data(), m.data() + m.size(), [](std::byte b) { return b == std::byte{0}; }));
+  std::fill(m.data(), m.data() + m.size(), std::byte{7});  // writable to the end
+  const std::string flags = vm_flags_at(m.data());
+  ASSERT_FALSE(flags.empty()) << "no mapping starts at the ring's memory";
+  if (transparent_huge_pages_off()) GTEST_SKIP() << "transparent huge pages are off here";
+  EXPECT_NE(flags.find(" hg"), std::string::npos) << flags;
+}
+
+TEST(GlooEagerMemory, SmallMemoryStaysInSmallPagesAndMovesOwnership) {
+  detail::EagerMemory a(1);
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  EXPECT_EQ(a.size(), page);
+  EXPECT_EQ(a.data()[0], std::byte{0});
+  EXPECT_EQ(vm_flags_at(a.data()).find(" hg"), std::string::npos);
+  std::byte* at = a.data();
+  detail::EagerMemory b(std::move(a));
+  EXPECT_EQ(b.data(), at);
+  EXPECT_EQ(a.data(), nullptr);     // NOLINT(bugprone-use-after-move): moved-from is empty
+  detail::EagerMemory c(1u << 20);  // 1 MiB: one whole huge page
+  EXPECT_EQ(c.size(), 2u << 20);
+  c = std::move(b);
+  EXPECT_EQ(c.data(), at);
+  EXPECT_EQ(c.size(), page);
+}
+
+TEST(GlooEagerMemory, RingEntriesAreACacheLineApartAndHoldABlock) {
+  for (const std::size_t payload :
+       {std::size_t{4} << 10, std::size_t{64} << 10, std::size_t{1000}}) {
+    const std::size_t stride = detail::eager_ring_stride(payload);
+    EXPECT_EQ(stride % 64, 0u) << payload;
+    EXPECT_GE(stride, detail::eager_block_bytes(payload)) << payload;
+    EXPECT_LT(stride, detail::eager_block_bytes(payload) + 64) << payload;
+  }
+}
+
 }  // namespace cclab::coll
