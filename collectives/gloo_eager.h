@@ -85,17 +85,21 @@ inline std::size_t eager_ring_stride(std::size_t payload) {
   return (eager_block_bytes(payload) + 63) / 64 * 64;
 }
 
-// Memory for eager blocks: one anonymous mapping, made resident from both
-// sides (user space writes it, then the kernel does), and from 1 MiB on
-// aligned to and asking for transparent huge pages.
+// Memory for eager blocks: a mapping of its own (a ring's entries side by
+// side, a cache line apart), made resident from both sides when made: user
+// space writes it, then the kernel does.
 //
-// Why both sides and huge pages: on the AMD EPYC VM (a PVM guest) the first
-// access to a 4 KiB page costs about 5 us from each side, and touching the
-// rings when made did not keep them warm until their first use: `direct`'s
-// first pass over its 32 ring entries was slow in 4-5 runs of 10 (2 ranks,
-// 32 KiB, one rank's socket write from its send entry 49-63 us instead of
-// 7-14, or the reduce from a receive entry 28-41 instead of 0-1). A huge page
-// is one mapping for 2 MiB (where the kernel grants one; it is a request).
+// On the AMD EPYC VM (a PVM guest) the first access to a page costs about
+// 5 us from each side (see touch_by_kernel), and with every ring entry a
+// heap block of its own (touched the same way) `direct`'s first pass over
+// its 32 entries was still slow in most runs: 2 ranks, 32 KiB, beside
+// `gloo-ring`, `-n 20 -w 5`, 12 of 18 runs at 143-300 us (the others 39-57);
+// with this layout, run in the same hour, 18 of 18 at 46-83 us, each below
+// its run's `gloo-ring`. Why the heap blocks went cold again and a mapping
+// does not is not known. Transparent huge pages (MADV_HUGEPAGE on the rings)
+// fixed the first pass too, but made the process's large transfers slower in
+// most runs there, Gloo's as much as ours (128 MiB, 2 ranks: 55-107 ms a
+// call without, up to 751 ms with), so the rings do not ask for them.
 class EagerMemory {
  public:
   EagerMemory() = default;

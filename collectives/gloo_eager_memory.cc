@@ -1,5 +1,4 @@
 // EagerMemory: the eager rings' memory (see gloo_eager.h).
-#include <cstdint>
 #include <cstring>
 #include <new>
 #include <utility>
@@ -12,9 +11,6 @@
 
 namespace cclab::coll::detail {
 namespace {
-
-constexpr std::size_t kHugePage = 2u << 20;
-constexpr std::size_t kHugeFrom = 1u << 20;  // smaller mappings stay in small pages
 
 std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
 
@@ -41,27 +37,10 @@ void touch_by_kernel(std::byte* p, std::size_t bytes) {
 }  // namespace
 
 EagerMemory::EagerMemory(std::size_t bytes) {
-  // From 1 MiB on: at least one whole huge page; past 2 MiB the tail that
-  // does not fill one stays in small pages (the default 64 KiB ring, 32
-  // entries of 64 KiB and a header, is 2 KiB over 2 MiB).
-  const bool huge = bytes >= kHugeFrom;
-  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-  bytes_ = huge && bytes < kHugePage ? kHugePage : round_up(bytes, page);
-  // Over-map by one huge page, then trim both ends to a 2 MiB boundary.
-  const std::size_t mapped = bytes_ + (huge ? kHugePage : 0);
-  void* p = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  bytes_ = round_up(bytes, static_cast<std::size_t>(::sysconf(_SC_PAGESIZE)));
+  void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
-  auto* at = static_cast<std::byte*>(p);
-  if (huge) {
-    const auto addr = reinterpret_cast<std::uintptr_t>(at);
-    std::byte* aligned = at + (round_up(addr, kHugePage) - addr);
-    if (aligned > at) ::munmap(at, static_cast<std::size_t>(aligned - at));
-    if (std::byte* end = aligned + bytes_; end < at + mapped)
-      ::munmap(end, static_cast<std::size_t>(at + mapped - end));
-    at = aligned;
-    ::madvise(at, bytes_, MADV_HUGEPAGE);  // a request: refused where THP is off
-  }
-  base_ = at;
+  base_ = static_cast<std::byte*>(p);
   std::memset(base_, 0, bytes_);  // user space's first touch
   touch_by_kernel(base_, bytes_);
 }
