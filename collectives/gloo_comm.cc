@@ -68,6 +68,19 @@ inline constexpr std::string_view kGlooTimeoutClosure = "Application timeout cau
 // than four at 4-128 MiB. On the Xeon (2026-12-02, before the
 // rank's thread waited itself) two of each kind had beaten every segment
 // posted at once with four staged: Gloo's time over ours 0.977 against 0.905.
+// A peer that dies while one of our transfers is moving its bytes: Gloo
+// closes the pair and fails the transfers queued on it, but not that one
+// (its unbound send being written or receive being read), whose wait then
+// runs to the timeout. Seen with kill -9 of one of 2 ranks mid-run at 16 MiB
+// (ring, 1 MiB segments): about 1 run in 10 under load, the survivor sat 20 s
+// in a wait with no socket left. So once nothing has completed for
+// kLivenessAfter, the rank asks the pairs of its transfers in flight whether
+// Gloo has seen them fail (every kLivenessTick), and a failed one breaks the
+// communicator at once, naming the peer (the probe: pair_failure).
+inline constexpr auto kLivenessAfter = std::chrono::seconds(1);
+inline constexpr auto kLivenessTick = std::chrono::milliseconds(250);
+inline constexpr std::uint64_t kProbeTag = std::uint64_t{1} << 62;
+
 inline constexpr std::size_t kSegmentBytes = 1 << 20;
 inline constexpr std::size_t kReduceWindow = 4;
 
@@ -146,7 +159,12 @@ class GlooComm final : public Communicator {
         ctx_(std::move(ctx)),
         prefix_(std::move(prefix)),
         eager_bytes_(eager_bytes),
-        waiters_(timeout, [this](const Completion& c) { on_completion(c); }) {
+        waiters_(
+            timeout, [this](const Completion& c) { on_completion(c); },
+            [this] {
+              std::lock_guard lock(mu_);
+              probe_peers();
+            }) {
     set_timeout(timeout);
     if (eager_bytes_ > 0) setup_eager();
   }
@@ -280,6 +298,11 @@ class GlooComm final : public Communicator {
   std::string inbox_at(const EagerInbox& in);
   // Unblocks every wait on a transfer in flight (it returns "aborted").
   void abort_waits();
+  // Breaks the communicator if Gloo has seen the pair of a transfer in
+  // flight fail (see kLivenessAfter). Under mu_.
+  void probe_peers();
+  // Gloo's error for the pair to `peer`, or "" while it is open.
+  std::string pair_failure(int peer);
   Op* find_op(std::uint64_t seq);
   void wait_locked(std::unique_lock<std::mutex>& lock, Op& op);
   std::string where(const Op& op, std::int64_t id, const Step& s) const {
@@ -312,7 +335,9 @@ class GlooComm final : public Communicator {
   Clock::time_point last_progress_ = Clock::now();
   std::string broken_;
   bool broken_timeout_ = false, broken_reported_ = false, closing_ = false;
-  WaiterPool waiters_;  // last: destroyed (joined) first
+  std::byte probe_byte_{};
+  std::unique_ptr<gloo::transport::UnboundBuffer> probe_buf_;  // pair_failure's
+  WaiterPool waiters_;                                         // last: destroyed (joined) first
 };
 
 void GlooRequest::wait() { comm_->wait(*op_); }
@@ -856,6 +881,35 @@ void GlooComm::set_broken(std::string msg, bool timeout) {
   progress_cv_.notify_all();
 }
 
+void GlooComm::probe_peers() {
+  if (closing_ || !broken_.empty()) return;
+  std::vector<char> probed(static_cast<std::size_t>(size()), 0);
+  for (const auto& op : active_)
+    for (const auto& [id, t] : op->inflight) {
+      const int peer = t.step.peer;
+      if (std::exchange(probed[static_cast<std::size_t>(peer)], 1)) continue;
+      const std::string why = pair_failure(peer);
+      // A wait that timed out failed the pair ("Read timeout", "Write
+      // timeout") or every pair (kGlooTimeoutClosure): that wait reports,
+      // naming the peer it waited for (as in wait_failed).
+      if (why.find("timeout") != std::string::npos) return;
+      if (!why.empty()) return lost(peer, where(*op, id, t.step), why);
+    }
+}
+
+std::string GlooComm::pair_failure(int peer) {
+  // A zero-byte receive on a tag nobody sends on: Gloo throws the pair's
+  // error before posting it; on a healthy pair it stays posted, unmatched
+  // (one small entry on each side per probe, only while a wait stalls).
+  try {
+    if (!probe_buf_) probe_buf_ = ctx_->createUnboundBuffer(&probe_byte_, 1);
+    ctx_->getPair(peer)->recv(probe_buf_.get(), kProbeTag, 0, 0);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return {};
+}
+
 void GlooComm::abort_waits() {
   // Waits on eager rings and signals (Gloo bound buffers) cannot be aborted:
   // they end when the peer writes, when its pair fails (a peer that exits
@@ -903,10 +957,11 @@ void GlooComm::wait_locked(std::unique_lock<std::mutex>& lock, Op& op) {
     const bool ran = waiters_.rank_run(op.seq, timeout());
     lock.lock();
     if (ran) continue;
-    const auto deadline = last_progress_ + timeout();
-    if (progress_cv_.wait_until(lock, deadline, [&] { return op.complete || !broken_.empty(); }) ||
-        Clock::now() < last_progress_ + timeout())
+    const auto deadline = std::min(last_progress_ + timeout(), Clock::now() + kLivenessTick);
+    if (progress_cv_.wait_until(lock, deadline, [&] { return op.complete || !broken_.empty(); }))
       continue;
+    if (Clock::now() >= last_progress_ + kLivenessAfter) probe_peers();
+    if (!broken_.empty() || Clock::now() < last_progress_ + timeout()) continue;
     // Nothing completed for a whole timeout: name the oldest step in flight.
     std::string at(collective_name(op.call.shape.kind));
     if (!op.inflight.empty()) {

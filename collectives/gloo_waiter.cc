@@ -18,6 +18,7 @@ namespace {
 // watchdog makes before it sleeps until a wait is held again.
 constexpr auto kHoldTick = std::chrono::milliseconds(1);
 constexpr int kIdleTicks = 100;
+constexpr auto kProbeAfter = std::chrono::seconds(1);
 
 }  // namespace
 
@@ -122,7 +123,9 @@ void WaiterPool::watch() {
   const sched_param batch{};
   sched_setscheduler(0, SCHED_BATCH, &batch);
   std::unique_lock lock(mu_);
-  std::uint64_t seen = 0;  // the rank's wait seen blocked at the last tick (0: none)
+  std::uint64_t seen = 0;     // the rank's wait seen blocked at the last tick (0: none)
+  std::uint64_t probing = 0;  // the rank's wait the prober times (0: none)
+  auto blocked_at = std::chrono::steady_clock::now();
   int idle_ticks = 0;
   while (!stop_) {
     if (watch_asleep_) {
@@ -139,7 +142,21 @@ void WaiterPool::watch() {
     } else {
       seen = 0;
     }
-    idle_ticks = std::exchange(rank_seen_, false) || holding_ ? 0 : idle_ticks + 1;
+    if (rank_blocked_ && prober_) {
+      const auto now = std::chrono::steady_clock::now();
+      if (block_count_ != probing) {
+        probing = block_count_;
+        blocked_at = now;
+      } else if (now - blocked_at >= kProbeAfter) {
+        blocked_at = now;
+        lock.unlock();
+        prober_();
+        lock.lock();
+        continue;
+      }
+    }
+    const bool busy = std::exchange(rank_seen_, false) || holding_ || rank_blocked_;
+    idle_ticks = busy ? 0 : idle_ticks + 1;
     if (idle_ticks >= kIdleTicks) watch_asleep_ = true;
   }
 }

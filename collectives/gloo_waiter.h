@@ -75,8 +75,14 @@ class WaiterPool {
   // Runs on the thread that waited, with no lock of the pool held.
   using Handler = std::function<void(const Completion&)>;
 
-  WaiterPool(std::chrono::milliseconds timeout, Handler handler)
-      : timeout_(timeout), handler_(std::move(handler)) {}
+  // Called by the watchdog, with no lock of the pool held, once the rank's
+  // thread has been in one wait for a second (and every second after): the
+  // communicator checks whether that wait's peer is gone (gloo_comm.cc,
+  // kLivenessAfter).
+  using Prober = std::function<void()>;
+
+  WaiterPool(std::chrono::milliseconds timeout, Handler handler, Prober prober = {})
+      : timeout_(timeout), handler_(std::move(handler)), prober_(std::move(prober)) {}
   ~WaiterPool();  // abort the outstanding buffers' waits first
   WaiterPool(const WaiterPool&) = delete;
   WaiterPool& operator=(const WaiterPool&) = delete;
@@ -109,6 +115,7 @@ class WaiterPool {
 
   std::chrono::milliseconds timeout_;
   Handler handler_;
+  Prober prober_;
   std::mutex mu_;
   std::condition_variable jobs_cv_;
   std::deque<WaitJob> jobs_;
