@@ -6,6 +6,7 @@
 #include "gloo_waiter.h"
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <memory>
@@ -159,6 +160,37 @@ TEST(GlooWaiterPool, HeldTransferThePeerWaitsForGoesToAWorker) {
   EXPECT_EQ(seen.threads[1], std::this_thread::get_id()) << "A ran on the rank's thread";
   EXPECT_EQ(a, 1.0f);
   EXPECT_EQ(b, 2.0f);
+}
+
+// A rank's thread that sits in one wait for a second gets the prober called
+// by the watchdog (the communicator then checks whether that peer is gone).
+// Here the first probe plays the peer: it sends what the rank waits for, so
+// without a probe the wait would last its whole 20 s and fail.
+TEST(GlooWaiterPool, TheWatchdogProbesWhenTheRanksThreadWaitsLong) {
+  auto ctx = connect_two();
+  float in = 0, out = 3;
+  auto recv = ctx[0]->createUnboundBuffer(&in, sizeof in);
+  auto send = ctx[1]->createUnboundBuffer(&out, sizeof out);
+  Seen seen;
+  std::atomic<int> probes{0};
+  {
+    WaiterPool pool(
+        20s, [&](const Completion& c) { seen.add(c); },
+        [&] {
+          if (probes++ == 0) send->send(0, kSlotA);
+        });
+    pool.rank_begin(7);
+    recv->recv(1, kSlotA);
+    pool.submit(held_job(recv.get(), true, 1));
+    EXPECT_TRUE(pool.rank_run(7, 20s));
+    pool.rank_end();
+  }
+  send->waitSend();
+  EXPECT_GE(probes.load(), 1);
+  ASSERT_EQ(seen.steps, (std::vector<std::int64_t>{1}));
+  EXPECT_TRUE(seen.ok[0]) << "the wait ran to its timeout: no probe came";
+  EXPECT_EQ(seen.threads[0], std::this_thread::get_id());
+  EXPECT_EQ(in, 3.0f);
 }
 
 }  // namespace
