@@ -32,13 +32,11 @@
 #include <mutex>
 #include <string_view>
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <gloo/context.h>
 #include <gloo/transport/buffer.h>
 #include <gloo/transport/pair.h>
 #include <gloo/transport/unbound_buffer.h>
-#include <unistd.h>
 
 #include "cclab/collectives/error.h"
 #include "cclab/collectives/reduce.h"
@@ -68,6 +66,9 @@ inline constexpr std::string_view kGlooTimeoutClosure = "Application timeout cau
 // than four at 4-128 MiB. On the Xeon (2026-12-02, before the
 // rank's thread waited itself) two of each kind had beaten every segment
 // posted at once with four staged: Gloo's time over ours 0.977 against 0.905.
+inline constexpr std::size_t kSegmentBytes = 1 << 20;
+inline constexpr std::size_t kReduceWindow = 4;
+
 // A peer that dies while one of our transfers is moving its bytes: Gloo
 // closes the pair and fails the transfers queued on it, but not that one
 // (its unbound send being written or receive being read), whose wait then
@@ -80,9 +81,6 @@ inline constexpr std::string_view kGlooTimeoutClosure = "Application timeout cau
 inline constexpr auto kLivenessAfter = std::chrono::seconds(1);
 inline constexpr auto kLivenessTick = std::chrono::milliseconds(250);
 inline constexpr std::uint64_t kProbeTag = std::uint64_t{1} << 62;
-
-inline constexpr std::size_t kSegmentBytes = 1 << 20;
-inline constexpr std::size_t kReduceWindow = 4;
 
 // A message of up to two segments' bytes goes whole: split in two, its
 // second segment cost more (a second rendezvous and completion each way)

@@ -99,7 +99,8 @@ inline std::size_t eager_ring_stride(std::size_t payload) {
 // does not is not known. Transparent huge pages (MADV_HUGEPAGE on the rings)
 // fixed the first pass too, but made the process's large transfers slower in
 // most runs there, Gloo's as much as ours (128 MiB, 2 ranks: 55-107 ms a
-// call without, up to 751 ms with), so the rings do not ask for them.
+// call without, 62-632 ms with, up to 751 in an earlier run), so the rings
+// do not ask for them.
 class EagerMemory {
  public:
   EagerMemory() = default;

@@ -357,14 +357,8 @@ TEST(GlooEager, TheLimitIsChecked) {
   }
 }
 
-}  // namespace
-}  // namespace cclab::coll
-
-namespace cclab::coll {
-
 // The rings' memory: a zeroed mapping of its own, in small pages, entries a
 // cache line apart.
-namespace {
 
 // The VmFlags line of the mapping of /proc/self/smaps that starts at `p`
 // ("" when no mapping starts there).
@@ -382,8 +376,6 @@ std::string vm_flags_at(const void* p) {
   }
   return {};
 }
-
-}  // namespace
 
 TEST(GlooEagerMemory, ARingIsAZeroedMappingOfItsOwnInSmallPages) {
   const std::size_t bytes = detail::kEagerSlots * detail::eager_ring_stride(64u << 10);
@@ -426,4 +418,5 @@ TEST(GlooEagerMemory, RingEntriesAreACacheLineApartAndHoldABlock) {
   }
 }
 
+}  // namespace
 }  // namespace cclab::coll

@@ -155,7 +155,7 @@ void WaiterPool::watch() {
         continue;
       }
     }
-    const bool busy = std::exchange(rank_seen_, false) || holding_ || rank_blocked_;
+    const bool busy = std::exchange(rank_seen_, false) || holding_ || (rank_blocked_ && prober_);
     idle_ticks = busy ? 0 : idle_ticks + 1;
     if (idle_ticks >= kIdleTicks) watch_asleep_ = true;
   }
