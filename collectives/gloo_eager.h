@@ -185,7 +185,7 @@ inline int eager_ring_slot(int from, int to, int i) {
 inline int eager_signal_slot(int from, int to) {
   return kEagerSlotBase + 2 * kEagerSlots + (from < to ? 0 : 1);
 }
-// Of the one-time primer that sizes the pair's socket buffer (gloo_comm.cc).
+// Of the one-time primer that sizes the pair's socket buffer (gloo_comm_eager.cc).
 inline int eager_primer_slot(int from, int to) {
   return kEagerSlotBase + 2 * kEagerSlots + 2 + (from < to ? 0 : 1);
 }
