@@ -54,8 +54,10 @@ void add_collective_options(CLI::App& cmd, BenchFlags& f) {
   cmd.add_option("--algo", f.algo,
                  "Comma-separated algorithms: ours, all (= ours), and with --backend gloo "
                  "Gloo's own (gloo-ring, gloo-ring-chunked, gloo-hd, gloo-bcube, gloo-fn-ring, "
-                 "gloo-fn-bcube) and, under mpirun, Open MPI's MPI_Allreduce (mpi), with "
-                 "--backend nccl NCCL's all-reduce (nccl, nccl-ring, nccl-tree: NCCL_ALGO pinned)")
+                 "gloo-fn-bcube), a reference row (stream: an all-reduce's traffic per rank as one "
+                 "Gloo transfer each way, nothing reduced) and, under mpirun, Open MPI's "
+                 "MPI_Allreduce (mpi), with --backend nccl NCCL's all-reduce (nccl, nccl-ring, "
+                 "nccl-tree: NCCL_ALGO pinned)")
       ->capture_default_str();
   cmd.add_option("-d,--dtype", f.dtype, "Element type (" + coll::dtype_names() + ")")
       ->capture_default_str();

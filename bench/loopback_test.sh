@@ -106,14 +106,17 @@ case $mode in
     # under load (about one row in eight runs; it never waits for its sends),
     # so its correctness is not a property of ours to gate on there.
     ((n == 4)) && peers=${peers/gloo-bcube,/}
+    # The stream reference row rides along: checked by what arrived.
     timeout 120 "$cclab" launch -n "$n" -- "$cclab" "${bench_args[@]}" -e 64K --compare \
-      --algo "all,$peers" "$@" >"$out" 2>&1 || status=$?
+      --algo "all,$peers,stream" "$@" >"$out" 2>&1 || status=$?
     cat "$out"
     fail=0
     ((status == 0)) || { echo "FAIL: exit status $status"; fail=1; }
     expect_checked_table "$out"
-    (($(grep -c "^\[0\] # compare .* ratio [0-9.]*x" "$out") == 3)) ||
-      { echo "FAIL: expected 3 compare lines (1K, 8K, 64K)"; fail=1; }
+    (($(grep -c "^\[0\] # compare .* ratio [0-9.]*x.*, stream [0-9.]* us (ours" "$out") == 3)) ||
+      { echo "FAIL: expected 3 compare lines (1K, 8K, 64K), each with the stream's time"; fail=1; }
+    (($(grep -Ec "^\[0\] +[0-9]+ +[0-9]+ +f32 +sum +stream +[0-9.]+ +[0-9.]+ +[0-9.]+ +0 " "$out") == 3)) ||
+      { echo "FAIL: expected 3 checked stream rows"; fail=1; }
     # Ranks on one kernel keep --timing span (the header says so).
     if [[ " $* " == *" --timing span "* ]] && ! grep -qF ", timing span (" "$out"; then
       echo "FAIL: --timing span not in the header"

@@ -52,10 +52,26 @@ void check_mpi_peer(const BenchConfig& c) {
                                       coll::collective_name(c.coll)));
 }
 
+// The stream moves an all-reduce's bytes over Gloo's transport: any type and op.
+void check_stream(const BenchConfig& c) {
+  if (c.backend != "gloo")
+    throw InvalidArgument(fmt::format(
+        "--algo: 'stream' times Gloo's transport alone; it needs --backend gloo (got {})",
+        c.backend));
+  if (c.coll != coll::CollectiveKind::kAllReduce)
+    throw InvalidArgument(
+        fmt::format("--algo: 'stream' moves an all-reduce's bytes; it does not apply to {}",
+                    coll::collective_name(c.coll)));
+}
+
 }  // namespace
 
+std::uint64_t stream_bytes(std::uint64_t bytes, int ranks) {
+  return ranks < 2 ? 0 : 2 * (static_cast<std::uint64_t>(ranks) - 1) * bytes / ranks;
+}
+
 bool is_peer_name(std::string_view name) {
-  return is_nccl_peer(name) || name == kMpiPeer ||
+  return is_nccl_peer(name) || name == kMpiPeer || name == kStreamPeer ||
          std::find(kGlooPeers.begin(), kGlooPeers.end(), name) != kGlooPeers.end();
 }
 
@@ -63,13 +79,14 @@ std::string peer_names_for_help() {
   std::string gloo, nccl;
   for (auto p : kGlooPeers) gloo += fmt::format("{}{}", gloo.empty() ? "" : ", ", p);
   for (auto p : kNcclPeers) nccl += fmt::format("{}{}", nccl.empty() ? "" : ", ", p);
-  return fmt::format("with --backend gloo also {}, {}; with --backend nccl also {}", gloo, kMpiPeer,
-                     nccl);
+  return fmt::format("with --backend gloo also {}, {}, {}; with --backend nccl also {}", gloo,
+                     kMpiPeer, kStreamPeer, nccl);
 }
 
 void check_peer(std::string_view peer, const BenchConfig& c) {
   if (is_nccl_peer(peer)) return check_nccl_peer(peer, c);
   if (peer == kMpiPeer) return check_mpi_peer(c);
+  if (peer == kStreamPeer) return check_stream(c);
   if (c.backend != "gloo")
     throw InvalidArgument(fmt::format(
         "--algo: '{}' is one of Gloo's own algorithms; it needs --backend gloo (got {})", peer,
@@ -94,6 +111,7 @@ std::string peer_skip_reason(std::string_view peer, const BenchConfig& c, std::u
     return mpi_skip_reason(c.dtype, c.op, bytes / coll::dtype_size(c.dtype));
   }
   const int ranks = c.ranks;
+  if (peer == kStreamPeer && ranks < 2) return "the stream runs between ranks: needs 2 or more";
   // Gloo's bcube pairs ranks at every level: an odd count leaves one alone.
   if (peer == "gloo-bcube" && ranks % 2 != 0)
     return fmt::format("gloo::AllreduceBcube needs an even rank count (got {})", ranks);
@@ -133,6 +151,17 @@ std::function<void()> make_peer(coll::Communicator& comm, std::string_view peer,
 #else
   (void)comm, (void)in, (void)out, (void)count, (void)c;
   throw BackendUnavailable(fmt::format("--algo {}: this build has no Gloo", peer));
+#endif
+}
+
+StreamCall make_stream(coll::Communicator& comm, std::uint64_t bytes) {
+#ifdef CCLAB_HAVE_GLOO
+  std::shared_ptr<coll::TransportStream> stream =
+      coll::make_gloo_stream(comm, stream_bytes(bytes, comm.size()));
+  return {[stream] { stream->run(); }, [stream] { return stream->wrong(); }};
+#else
+  (void)comm, (void)bytes;
+  throw BackendUnavailable("--algo stream: this build has no Gloo");
 #endif
 }
 

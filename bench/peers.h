@@ -22,6 +22,17 @@ inline constexpr std::array<std::string_view, 6> kGlooPeers = {
 
 inline constexpr std::array<std::string_view, 3> kNcclPeers = {"nccl", "nccl-ring", "nccl-tree"};
 
+// Not an all-reduce but a reference row beside the peers (--backend gloo):
+// the bytes a bandwidth-optimal all-reduce moves per rank, 2 (n - 1) / n of
+// the buffer, as one Gloo transfer each way, nothing reduced
+// (cclab::coll::TransportStream): what the traffic alone costs. --compare
+// shows ours and the best peer as multiples of its time; it is never the
+// best peer itself. Its #wrong counts bytes, not elements.
+inline constexpr std::string_view kStreamPeer = "stream";
+
+// The bytes the stream row moves each way per rank for an all-reduce of `bytes`.
+std::uint64_t stream_bytes(std::uint64_t bytes, int ranks);
+
 bool is_peer_name(std::string_view name);
 // "gloo-ring, ..., mpi; with --backend nccl also nccl, ..." for messages.
 std::string peer_names_for_help();
@@ -46,5 +57,14 @@ bool peer_runs_in_place(std::string_view peer, const BenchConfig& config);
 // `comm` (a gloo communicator); the mpi peer ignores it.
 std::function<void()> make_peer(coll::Communicator& comm, std::string_view peer, const void* in,
                                 void* out, std::uint64_t count, const BenchConfig& config);
+
+// The stream row of an all-reduce of `bytes` on `comm` (a gloo communicator
+// of the sweep's ranks): `run` is one call, `wrong` counts the bytes the
+// last call received that differ from what the sender sent. Collective.
+struct StreamCall {
+  std::function<void()> run;
+  std::function<std::uint64_t()> wrong;
+};
+StreamCall make_stream(coll::Communicator& comm, std::uint64_t bytes);
 
 }  // namespace cclab::bench

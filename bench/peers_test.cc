@@ -96,7 +96,7 @@ TEST(Peers, MpiNeedsTheGlooBackendAndAnAllreduce) {
             "--algo: 'mpi' is Open MPI's MPI_Allreduce across processes; it needs --backend gloo "
             "under mpirun (got --backend threads)");
   f.algo = "mpi-ring";
-  EXPECT_NE(error_of(f).find("gloo-fn-bcube, mpi; with --backend nccl"), std::string::npos)
+  EXPECT_NE(error_of(f).find("gloo-fn-bcube, mpi, stream; with --backend nccl"), std::string::npos)
       << error_of(f);
   if (!has_gloo()) GTEST_SKIP() << "built without Gloo";
   f.backend = "gloo", f.algo = "mpi,all,mpi";
@@ -214,6 +214,60 @@ TEST(Peers, CompareWithInterleavePairsTheCallsOfEachIteration) {
     // Ratios: seven 2s, seven 3s, six 4s; the 6th and 15th of them are 2 and 4.
     EXPECT_EQ(text.find(", paired 3.00x [2.00, 4.00],") != std::string::npos, interleave) << text;
   }
+}
+
+// The stream row is a reference: never the best peer, even when fastest;
+// the compare line sets ours and the best peer against its time.
+TEST(Peers, TheStreamRowIsAReferenceNotAPeer) {
+  BenchFlags f;
+  f.algo = "ring";
+  auto c = resolve(f);
+  c.compare = true;
+  c.peers = {"gloo-ring", "stream"};
+  std::vector<SweepRow> rows = {row_of(4096, Algorithm::kRing, "", 50, c),
+                                row_of(4096, Algorithm::kRing, "gloo-ring", 100, c),
+                                row_of(4096, Algorithm::kRing, "stream", 40, c),
+                                row_of(8192, Algorithm::kRing, "", 60, c),
+                                row_of(8192, Algorithm::kRing, "gloo-ring", 90, c)};
+  std::ostringstream out;
+  print_table(out, c, rows);
+  const auto text = out.str();
+  // 50 / 40 = 1.25 and 100 / 40 = 2.5; 8 KiB has no stream row.
+  EXPECT_NE(text.find("peer         gloo-ring     100.00 us, ratio 2.00x, cores busy 0.00 vs "
+                      "0.00, stream 40.00 us (ours 1.25x, peer 2.50x its time)\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("gloo-ring      90.00 us, ratio 1.50x, cores busy 0.00 vs 0.00\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("# compare: stream = the bytes a bandwidth-optimal all-reduce moves"),
+            std::string::npos);
+  const auto record = to_json(c, rows);
+  EXPECT_EQ(record["rows"][2]["stream"], true);
+  EXPECT_EQ(record["rows"][2]["peer"], true);
+  EXPECT_EQ(record["rows"][1]["stream"], false);
+}
+
+TEST(Peers, TheStreamNeedsTheGlooBackendAnAllreduceAndTwoRanks) {
+  BenchFlags f;
+  f.algo = "all,stream";
+  EXPECT_EQ(error_of(f),
+            "--algo: 'stream' times Gloo's transport alone; it needs --backend gloo (got threads)");
+  BenchConfig c;
+  c.ranks = 1;
+  EXPECT_NE(peer_skip_reason("stream", c, 4096), "");
+  c.ranks = 2;
+  EXPECT_EQ(peer_skip_reason("stream", c, 4096), "");
+  // Per rank a bandwidth-optimal all-reduce sends 2 (n - 1) / n of the buffer.
+  EXPECT_EQ(stream_bytes(4096, 2), 4096u);
+  EXPECT_EQ(stream_bytes(4096, 4), 6144u);
+  EXPECT_EQ(stream_bytes(4096, 1), 0u);
+  if (!has_gloo()) GTEST_SKIP() << "built without Gloo";
+  f.backend = "gloo", f.coll = "allgather";
+  EXPECT_EQ(error_of(f),
+            "--algo: 'stream' moves an all-reduce's bytes; it does not apply to allgather");
+  f.coll = "allreduce", f.dtype = "u8", f.op = "avg";  // nothing is reduced: any type and op
+  EXPECT_EQ(error_of(f), "accepted");
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "report.h"
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <fstream>
@@ -11,6 +12,7 @@
 
 #include "cclab/collectives/error.h"
 #include "cclab_git_commit.h"  // generated at build time: CCLAB_GIT_COMMIT
+#include "peers.h"
 
 // Set by bench/CMakeLists.txt on this file only.
 #ifndef CCLAB_BUILD_TYPE
@@ -144,6 +146,7 @@ nlohmann::json row_json(const BenchConfig& c, const SweepRow& r) {
                         {"redop", redop_name(c)},
                         {"algo", algo_label(r)},
                         {"peer", !r.peer.empty()},
+                        {"stream", r.peer == kStreamPeer},
                         {"time_us_min", r.time_us_min},
                         {"time_us_median", r.time_us_median},
                         {"time_us_max", r.time_us_max},
@@ -194,7 +197,16 @@ std::string paired_part(const BenchConfig& config, const SweepRow& ours, const S
   return fmt::format(", paired {:.2f}x [{:.2f}, {:.2f}]", r.median, r.low, r.high);
 }
 
-// Per size: our fastest row against the fastest peer row, by median time.
+// ", stream 7356.82 us (ours 0.95x, peer 1.02x its time)", or "" without one.
+std::string stream_part(const SweepRow* stream, const SweepRow& ours, const SweepRow& peer) {
+  if (stream == nullptr || stream->time_us_median <= 0) return "";
+  return fmt::format(", stream {:.2f} us (ours {:.2f}x, peer {:.2f}x its time)",
+                     stream->time_us_median, ours.time_us_median / stream->time_us_median,
+                     peer.time_us_median / stream->time_us_median);
+}
+
+// Per size: our fastest row against the fastest peer row (the stream row aside),
+// by median time.
 void print_compare(std::ostream& out, const BenchConfig& config,
                    const std::vector<SweepRow>& rows) {
   out << "# compare: per size, our best vs the best peer; ratio = peer time / our time (> 1: "
@@ -202,12 +214,21 @@ void print_compare(std::ostream& out, const BenchConfig& config,
   if (config.interleave)
     out << "# compare: paired = median of the per-iteration ratios of the same two rows "
            "[and its >= 95% confidence interval, from 6 iterations up]\n";
+  const bool with_stream =
+      std::find(config.peers.begin(), config.peers.end(), kStreamPeer) != config.peers.end();
+  if (with_stream)
+    out << "# compare: stream = the bytes a bandwidth-optimal all-reduce moves per rank, as one "
+           "Gloo transfer each way, nothing reduced: what the traffic alone costs this transport\n";
   for (std::size_t i = 0; i < rows.size();) {
-    const SweepRow *ours = nullptr, *peer = nullptr;
+    const SweepRow *ours = nullptr, *peer = nullptr, *stream = nullptr;
     const std::uint64_t bytes = rows[i].bytes;
     for (; i < rows.size() && rows[i].bytes == bytes; ++i) {
       const SweepRow& r = rows[i];
       if (!r.skipped.empty()) continue;
+      if (r.peer == kStreamPeer) {
+        stream = &r;
+        continue;
+      }
       const SweepRow*& best = r.peer.empty() ? ours : peer;
       if (best == nullptr || r.time_us_median < best->time_us_median) best = &r;
     }
@@ -217,10 +238,10 @@ void print_compare(std::ostream& out, const BenchConfig& config,
     }
     out << fmt::format(
         "# compare {:>11} B: ours {:>6} {:>10.2f} us, peer {:>17} {:>10.2f} us, "
-        "ratio {:.2f}x{}, cores busy {:.2f} vs {:.2f}\n",
+        "ratio {:.2f}x{}, cores busy {:.2f} vs {:.2f}{}\n",
         bytes, algo_label(*ours), ours->time_us_median, algo_label(*peer), peer->time_us_median,
         peer->time_us_median / ours->time_us_median, paired_part(config, *ours, *peer),
-        busy_cores(*ours), busy_cores(*peer));
+        busy_cores(*ours), busy_cores(*peer), stream_part(stream, *ours, *peer));
   }
 }
 

@@ -235,6 +235,7 @@ class RankRunner {
     Contender c{new_row(size, coll::Algorithm::kRing, peer), {}};
     c.row.skipped = peer_skip_reason(peer, config_, size.bytes);
     if (!c.row.skipped.empty()) return c;  // every rank decides alike, so nobody runs it
+    if (peer == kStreamPeer) return prepare_stream(std::move(c), size, row);
     Call call = buffers_.call(shape_for(config_, size.count), coll::Algorithm::kRing);
     const bool in_place = peer_runs_in_place(peer, config_);
     if (in_place) call.send = call.recv;
@@ -251,6 +252,18 @@ class RankRunner {
         buffers_.poison_output(call);
       c.run();
       wrong(row) = expect_.count_wrong(call.shape, rank_, buffers_.output_on_host(call));
+    }
+    return c;
+  }
+
+  // The stream row (peers.h): checked by what arrived, on connections of its
+  // own in either layout, so that no row is timed on its traffic.
+  Contender prepare_stream(Contender c, const SizePoint& size, int row) {
+    StreamCall stream = make_stream(row_comm(std::string(kStreamPeer)), size.bytes);
+    c.run = std::move(stream.run);
+    if (config_.check) {
+      c.run();
+      wrong(row) = stream.wrong();
     }
     return c;
   }

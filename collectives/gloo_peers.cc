@@ -1,11 +1,14 @@
 // Gloo's all-reduce implementations as peers (see cclab/collectives/gloo_peers.h).
 // Each is a template over the element type; this file instantiates the
 // types and reductions both Gloo and cclab have (f32, f64, i32, i64 with
-// sum, prod, min, max) and names the flag for anything else.
+// sum, prod, min, max) and names the flag for anything else. The stream
+// reference (TransportStream) lives here too: it runs on the same contexts.
 #include "cclab/collectives/gloo_peers.h"
 
 #include <array>
+#include <cstddef>
 #include <limits>
+#include <vector>
 
 #include <fmt/format.h>
 #include <gloo/allreduce.h>
@@ -14,6 +17,7 @@
 #include <gloo/allreduce_ring.h>
 #include <gloo/allreduce_ring_chunked.h>
 #include <gloo/math.h>
+#include <gloo/transport/unbound_buffer.h>
 
 #include "cclab/collectives/error.h"
 #include "gloo_comm.h"
@@ -122,7 +126,47 @@ std::unique_ptr<PeerAllreduce> make_typed(const std::shared_ptr<gloo::Context>& 
   return std::make_unique<FunctionPeer>(std::move(opts));
 }
 
+// Byte i of what `sender` sends in the stream reference.
+std::byte stream_byte(int sender, std::uint64_t i) {
+  return static_cast<std::byte>((i * 7 + static_cast<std::uint64_t>(sender) * 131) & 0xff);
+}
+
+class GlooStream final : public TransportStream {
+ public:
+  GlooStream(std::shared_ptr<gloo::Context> ctx, std::uint64_t bytes)
+      : ctx_(std::move(ctx)), out_(bytes), in_(bytes) {
+    for (std::uint64_t i = 0; i < bytes; ++i) out_[i] = stream_byte(ctx_->rank, i);
+    send_ = ctx_->createUnboundBuffer(out_.data(), bytes);
+    recv_ = ctx_->createUnboundBuffer(in_.data(), bytes);
+  }
+  void run() override {
+    const int n = ctx_->size, me = ctx_->rank;
+    recv_->recv((me + n - 1) % n, kSlot);
+    send_->send((me + 1) % n, kSlot);
+    recv_->waitRecv();  // both within the context's timeout
+    send_->waitSend();
+  }
+  std::uint64_t wrong() const override {
+    const int from = (ctx_->rank + ctx_->size - 1) % ctx_->size;
+    std::uint64_t bad = 0;
+    for (std::uint64_t i = 0; i < in_.size(); ++i) bad += in_[i] != stream_byte(from, i);
+    return bad;
+  }
+
+ private:
+  static constexpr std::uint64_t kSlot = 1;  // the stream has its context to itself
+  std::shared_ptr<gloo::Context> ctx_;
+  std::vector<std::byte> out_, in_;
+  std::unique_ptr<gloo::transport::UnboundBuffer> send_, recv_;
+};
+
 }  // namespace
+
+std::unique_ptr<TransportStream> make_gloo_stream(Communicator& comm, std::uint64_t bytes) {
+  if (comm.size() < 2) throw InvalidArgument("--algo stream: needs 2 or more ranks");
+  if (bytes == 0) throw InvalidArgument("--algo stream: needs a message of 1 byte or more");
+  return std::make_unique<GlooStream>(detail::gloo_context(comm), bytes);
+}
 
 bool gloo_peer_in_place_only(std::string_view name) {
   const auto* peer = find_peer(name);

@@ -132,6 +132,14 @@ class TargetsTest(unittest.TestCase):
         self.assertEqual(code, 0, out)
         self.assertIn("hd/gloo-hd", self.line(out, "2 ranks", "2 MiB"))
 
+    def test_the_stream_reference_row_is_not_a_peer(self):
+        record = sweep({2 * M: 1.1})
+        stream = dict(row("stream", 2 * M, 10.0, peer=True), stream=True)
+        record["rows"].append(stream)  # faster than everything; a peer it would miss the target
+        code, out, _ = self.run_targets(self.write(record))
+        self.assertEqual(code, 0, out)
+        self.assertIn("hd/gloo-hd", self.line(out, "2 ranks", "2 MiB"))
+
     def test_a_ratio_just_short_of_the_target_does_not_read_as_reaching_it(self):
         path = self.write(sweep({2 * M: 0.999}))
         code, out, _ = self.run_targets(path)

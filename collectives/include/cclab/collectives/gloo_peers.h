@@ -45,4 +45,19 @@ std::unique_ptr<PeerAllreduce> make_gloo_peer(Communicator& comm, std::string_vi
                                               const void* in, void* out, std::uint64_t count,
                                               DataType t, ReduceOp op);
 
+// The stream reference, not an all-reduce: every rank
+// sends `bytes` to rank + 1 and receives as many from rank - 1, one Gloo
+// transfer each way on `comm`'s context (a gloo communicator), nothing
+// reduced. With `bytes` = 2 (n - 1) / n of a buffer, the traffic per rank of
+// a bandwidth-optimal all-reduce (ring, halving-doubling), its time is what
+// moving those bytes costs this transport, one stream each way. Each byte
+// sent is a function of its position and the sender, so that wrong() can
+// check what arrived. Collective (every rank, same order).
+class TransportStream : public PeerAllreduce {
+ public:
+  // Received bytes that differ from what rank - 1 sent, after a run().
+  virtual std::uint64_t wrong() const = 0;
+};
+std::unique_ptr<TransportStream> make_gloo_stream(Communicator& comm, std::uint64_t bytes);
+
 }  // namespace cclab::coll
