@@ -71,7 +71,7 @@ class TargetsTest(unittest.TestCase):
         self.assertEqual(code, 0, out + err)
         self.assertIn("# targets: 2 of 2 cells met", out)
         self.assertRegex(self.line(out, "2 ranks out of place", "4 KiB"),
-                         r"\s2\s+1\.25 \[1\.20-1\.30\].*1\.00\s+met\s+hd/gloo-hd")
+                         r"\s2\s+1\.25 \[1\.20-1\.30\].*1\.00\s+met\s+-\s+hd/gloo-hd")
 
     def test_a_planted_miss_is_named(self):
         path = self.write(sweep({4 * K: 1.3, 256 * K: 0.9, 2 * M: 1.1}))
@@ -138,7 +138,19 @@ class TargetsTest(unittest.TestCase):
         record["rows"].append(stream)  # faster than everything; a peer it would miss the target
         code, out, _ = self.run_targets(self.write(record))
         self.assertEqual(code, 0, out)
-        self.assertIn("hd/gloo-hd", self.line(out, "2 ranks", "2 MiB"))
+        # The best peer (gloo-hd, 110 us) over the stream (10 us).
+        self.assertRegex(self.line(out, "2 ranks", "2 MiB"), r"met\s+11\.00\s+hd/gloo-hd")
+
+    def test_a_short_cell_in_markdown_shows_the_peer_over_the_stream(self):
+        runs = []
+        for peer_over_stream in (1.08, 1.17):  # the peer 1.2x ours: 1.5x missed
+            record = sweep({16 * M: 1.2})
+            stream = 120.0 / peer_over_stream
+            record["rows"].append(dict(row("stream", 16 * M, stream, peer=True), stream=True))
+            runs.append(self.write(record))
+        code, out, _ = self.run_targets(*runs, "--markdown")
+        self.assertEqual(code, 1, out)
+        self.assertIn("| 16 MiB | 1.20 / 1.20 **missed** (< 1.50); peer/stream 1.08 / 1.17 |", out)
 
     def test_a_ratio_just_short_of_the_target_does_not_read_as_reaching_it(self):
         path = self.write(sweep({2 * M: 0.999}))
