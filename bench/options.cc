@@ -235,9 +235,13 @@ BenchConfig resolve(const BenchFlags& f) {
   c.timeout = std::chrono::milliseconds(at_least(f.timeout_ms, 1, "--timeout-ms"));
   c.json_path = f.json_path;
   c.compare = f.compare;
-  if (c.compare && (c.algos.empty() || c.peers.empty()))
+  // The stream row is a reference, not a peer to compare with.
+  const bool has_peer = std::any_of(c.peers.begin(), c.peers.end(),
+                                    [](const std::string& p) { return p != kStreamPeer; });
+  if (c.compare && (c.algos.empty() || !has_peer))
     invalid("--compare",
-            "needs ours and at least one peer in --algo (e.g. --algo all,gloo-ring or all,mpi)");
+            "needs ours and at least one peer in --algo (e.g. --algo all,gloo-ring or all,mpi; "
+            "stream is a reference, not a peer)");
   c.pin = f.pin;
   preflight(c);
   return c;

@@ -268,6 +268,11 @@ TEST(Peers, TheStreamNeedsTheGlooBackendAnAllreduceAndTwoRanks) {
             "--algo: 'stream' moves an all-reduce's bytes; it does not apply to allgather");
   f.coll = "allreduce", f.dtype = "u8", f.op = "avg";  // nothing is reduced: any type and op
   EXPECT_EQ(error_of(f), "accepted");
+  f.compare = true;  // with the stream alone there is no peer to compare with
+  EXPECT_NE(error_of(f).find("--compare: needs ours and at least one peer"), std::string::npos)
+      << error_of(f);
+  f.algo = "all,stream,gloo-ring", f.dtype = "f32", f.op = "sum";
+  EXPECT_EQ(error_of(f), "accepted");
 }
 
 }  // namespace
