@@ -153,12 +153,24 @@ SweepRow row_of(std::uint64_t bytes, Algorithm algo, const std::string& peer, do
   return row;
 }
 
-TEST(Peers, CompareTakesTheBestOfEachSideAndIgnoresSkippedRows) {
+std::string table_of(const BenchConfig& c, const std::vector<SweepRow>& rows) {
+  std::ostringstream out;
+  print_table(out, c, rows);
+  return out.str();
+}
+
+// A resolved configuration of our `algos` beside `peers`, with --compare.
+BenchConfig compare_config(const std::string& algos, std::vector<std::string> peers) {
   BenchFlags f;
-  f.algo = "ring,hd";
+  f.algo = algos;
   auto c = resolve(f);
   c.compare = true;
-  c.peers = {"gloo-ring", "gloo-bcube"};
+  c.peers = std::move(peers);
+  return c;
+}
+
+TEST(Peers, CompareTakesTheBestOfEachSideAndIgnoresSkippedRows) {
+  auto c = compare_config("ring,hd", {"gloo-ring", "gloo-bcube"});
   SweepRow skipped = row_of(4096, Algorithm::kRing, "gloo-bcube", 1, c);
   skipped.skipped = "gloo::AllreduceBcube needs an even rank count (got 3)";
   std::vector<SweepRow> rows = {row_of(4096, Algorithm::kRing, "", 50, c),
@@ -169,9 +181,7 @@ TEST(Peers, CompareTakesTheBestOfEachSideAndIgnoresSkippedRows) {
                                 row_of(8192, Algorithm::kRing, "gloo-ring", 30, c)};
   rows[1].cpu_us_median = 60;  // ours (hd) kept 1.5 cores busy, the peer 0.5
   rows[2].cpu_us_median = 50;
-  std::ostringstream out;
-  print_table(out, c, rows);
-  const auto text = out.str();
+  const auto text = table_of(c, rows);
   // 4 KiB: best ours hd at 40 us, best runnable peer gloo-ring at 100 us: 100 / 40 = 2.5.
   EXPECT_NE(text.find("# compare        4096 B: ours     hd      40.00 us, peer         "
                       "gloo-ring     100.00 us, ratio 2.50x, cores busy 1.50 vs 0.50"),
@@ -192,11 +202,7 @@ TEST(Peers, CompareTakesTheBestOfEachSideAndIgnoresSkippedRows) {
 // ratios and its interval; without, calls of different rows ran at different
 // moments and are not paired.
 TEST(Peers, CompareWithInterleavePairsTheCallsOfEachIteration) {
-  BenchFlags f;
-  f.algo = "ring";
-  auto c = resolve(f);
-  c.compare = true;
-  c.peers = {"gloo-ring"};
+  auto c = compare_config("ring", {"gloo-ring"});
   SweepRow ours = row_of(4096, Algorithm::kRing, "", 0, c), peer = ours;
   peer.peer = "gloo-ring";
   std::vector<double> ours_us, peer_us;
@@ -208,9 +214,7 @@ TEST(Peers, CompareWithInterleavePairsTheCallsOfEachIteration) {
   summarize(peer_us, c, peer);
   for (const bool interleave : {false, true}) {
     c.interleave = interleave;
-    std::ostringstream out;
-    print_table(out, c, {ours, peer});
-    const auto text = out.str();
+    const auto text = table_of(c, {ours, peer});
     // Ratios: seven 2s, seven 3s, six 4s; the 6th and 15th of them are 2 and 4.
     EXPECT_EQ(text.find(", paired 3.00x [2.00, 4.00],") != std::string::npos, interleave) << text;
   }
@@ -219,19 +223,13 @@ TEST(Peers, CompareWithInterleavePairsTheCallsOfEachIteration) {
 // The stream row is a reference: never the best peer, even when fastest;
 // the compare line sets ours and the best peer against its time.
 TEST(Peers, TheStreamRowIsAReferenceNotAPeer) {
-  BenchFlags f;
-  f.algo = "ring";
-  auto c = resolve(f);
-  c.compare = true;
-  c.peers = {"gloo-ring", "stream"};
+  auto c = compare_config("ring", {"gloo-ring", "stream"});
   std::vector<SweepRow> rows = {row_of(4096, Algorithm::kRing, "", 50, c),
                                 row_of(4096, Algorithm::kRing, "gloo-ring", 100, c),
                                 row_of(4096, Algorithm::kRing, "stream", 40, c),
                                 row_of(8192, Algorithm::kRing, "", 60, c),
                                 row_of(8192, Algorithm::kRing, "gloo-ring", 90, c)};
-  std::ostringstream out;
-  print_table(out, c, rows);
-  const auto text = out.str();
+  const auto text = table_of(c, rows);
   // 50 / 40 = 1.25 and 100 / 40 = 2.5; 8 KiB has no stream row.
   EXPECT_NE(text.find("peer         gloo-ring     100.00 us, ratio 2.00x, cores busy 0.00 vs "
                       "0.00, stream 40.00 us (ours 1.25x, peer 2.50x its time)\n"),

@@ -59,14 +59,9 @@ std::shared_ptr<Op> GlooComm::begin(const CollectiveCall& call, bool caller_wait
   retired_.clear();
   if (active_.empty()) last_progress_ = Clock::now();
   auto op = std::make_shared<Op>();
-  op->seq = next_seq_++;
-  op->call = call;
-  if (call.algo.group_size == 0 && host_group_size_ > 0)
-    op->call.algo.group_size = host_group_size_;
-  op->call.algo.disjoint_output = output_is_disjoint(call);
-  op->esize = dtype_size(call.dtype);
-  op->schedule = make_schedule(call.shape, op->call.algo, op->esize);
-  op->runner = std::make_unique<StepRunner>(op->schedule->program(rank()));
+  CollectiveCall planned = call;
+  if (call.algo.group_size == 0 && host_group_size_ > 0) planned.algo.group_size = host_group_size_;
+  op->plan(next_seq_++, planned, rank());
   if (!scratch_pool_.empty()) {  // allocated (and first touched) once, reused after
     op->scratch = std::move(scratch_pool_.back());
     scratch_pool_.pop_back();

@@ -20,6 +20,7 @@
 
 #include "cclab/collectives/error.h"
 #include "cclab/collectives/step_runner.h"
+#include "collective_plan.h"
 #include "gloo_comm.h"
 #include "gloo_eager.h"
 #include "gloo_waiter.h"
@@ -102,12 +103,7 @@ struct Transfer {
 };
 
 // One collective in flight on this rank.
-struct Op {
-  std::uint64_t seq = 0;
-  CollectiveCall call;
-  std::unique_ptr<Schedule> schedule;
-  std::unique_ptr<StepRunner> runner;
-  std::size_t esize = 0;
+struct Op : CollectivePlan {
   std::vector<std::byte> scratch;
   std::vector<std::uint32_t> sends_to, recvs_from;  // messages so far, per peer
   std::vector<std::int64_t> unposted_sends;   // issued in this batch, posted after its receives

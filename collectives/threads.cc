@@ -14,6 +14,7 @@
 #include "cclab/collectives/error.h"
 #include "cclab/collectives/reduce.h"
 #include "cclab/collectives/step_runner.h"
+#include "collective_plan.h"
 #include "threads_transport.h"
 
 namespace cclab::coll {
@@ -44,12 +45,7 @@ struct PendingRecv {
 };
 
 // One collective in flight on one rank.
-struct Op {
-  std::uint64_t seq = 0;
-  CollectiveCall call;
-  std::unique_ptr<Schedule> schedule;
-  std::unique_ptr<StepRunner> runner;
-  std::size_t esize = 0;
+struct Op : detail::CollectivePlan {
   std::byte* scratch = nullptr;
   std::size_t scratch_slot = 0;
   std::deque<SendSlot> sends;                           // in flight, in issue order
@@ -157,12 +153,7 @@ std::byte* ThreadsComm::acquire_scratch(std::size_t bytes, std::size_t& slot) {
 Request ThreadsComm::start(const CollectiveCall& call) {
   check_abort();
   auto op = std::make_shared<Op>();
-  op->seq = next_seq_++;
-  op->call = call;
-  op->esize = dtype_size(call.dtype);
-  op->call.algo.disjoint_output = output_is_disjoint(call);
-  op->schedule = make_schedule(call.shape, op->call.algo, op->esize);
-  op->runner = std::make_unique<StepRunner>(op->schedule->program(rank_));
+  op->plan(next_seq_++, call, rank_);
   op->recvs.resize(size());
   if (auto n = op->schedule->scratch_count(); n > 0)
     op->scratch = acquire_scratch(n * op->esize, op->scratch_slot);
