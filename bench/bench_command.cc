@@ -95,7 +95,8 @@ void add_sweep_options(CLI::App& cmd, BenchFlags& f) {
   cmd.add_option("-c,--check", f.check, "Check results (1) or not (0)")->capture_default_str();
   cmd.add_option("--json", f.json_path, "Also write the results to this JSON file");
   cmd.add_flag("--compare", f.compare,
-               "A line per size: our best algorithm vs the best peer (needs a peer in --algo)");
+               "A line per size: our best algorithm vs the best peer (needs a peer in --algo; "
+               "with stream in --algo, both also as multiples of the stream's time)");
   cmd.add_flag("--pin", f.pin, "Pin rank r to core r % cores (sched_setaffinity)");
 }
 
