@@ -58,7 +58,7 @@ inline constexpr std::size_t kReduceWindow = 4;
 // kLivenessAfter, the rank asks the pairs of its transfers in flight whether
 // Gloo has seen them fail (every kLivenessTick), and a failed one breaks the
 // communicator at once, naming the peer (the probe: pair_failure).
-inline constexpr auto kLivenessAfter = std::chrono::seconds(1);
+// kLivenessAfter (gloo_waiter.h) also times the watchdog's probes.
 inline constexpr auto kLivenessTick = std::chrono::milliseconds(250);
 inline constexpr std::uint64_t kProbeTag = std::uint64_t{1} << 62;
 

@@ -18,7 +18,6 @@ namespace {
 // watchdog makes before it sleeps until a wait is held again.
 constexpr auto kHoldTick = std::chrono::milliseconds(1);
 constexpr int kIdleTicks = 100;
-constexpr auto kProbeAfter = std::chrono::seconds(1);
 
 }  // namespace
 
@@ -147,7 +146,7 @@ void WaiterPool::watch() {
       if (block_count_ != probing) {
         probing = block_count_;
         blocked_at = now;
-      } else if (now - blocked_at >= kProbeAfter) {
+      } else if (now - blocked_at >= kLivenessAfter) {
         blocked_at = now;
         lock.unlock();
         prober_();

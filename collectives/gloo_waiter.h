@@ -70,15 +70,19 @@ struct Completion {
   std::string error;       // Gloo's message when !ok
 };
 
+// How long nothing may complete (the communicator's waits) or the rank's
+// thread may sit in one wait (the watchdog's) before the communicator asks
+// whether the peers of its transfers are gone (gloo_comm_impl.h).
+inline constexpr auto kLivenessAfter = std::chrono::seconds(1);
+
 class WaiterPool {
  public:
   // Runs on the thread that waited, with no lock of the pool held.
   using Handler = std::function<void(const Completion&)>;
 
   // Called by the watchdog, with no lock of the pool held, once the rank's
-  // thread has been in one wait for a second (and every second after): the
-  // communicator checks whether that wait's peer is gone (gloo_comm.cc,
-  // kLivenessAfter).
+  // thread has been in one wait for kLivenessAfter (and every kLivenessAfter
+  // after): the communicator checks whether that wait's peer is gone.
   using Prober = std::function<void()>;
 
   WaiterPool(std::chrono::milliseconds timeout, Handler handler, Prober prober = {})
