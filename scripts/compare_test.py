@@ -193,6 +193,27 @@ class CompareTest(unittest.TestCase):
             self.assertEqual(status, 1, out)
             self.assertNotIn("connections differ", out)
 
+    def test_never_gates_across_settings_that_change_what_a_row_measures(self):
+        # In place against out of place, and two settings at once, named by flag.
+        cases = [({"in_place": True}, {"in_place": False},
+                  "settings differ (--inplace: new true, baseline false)", "--inplace"),
+                 ({"chunks": 4, "pin": False}, {"chunks": 1, "pin": True},
+                  "settings differ (--chunks: new 4, baseline 1; --pin: new false, baseline true)",
+                  "--chunks, --pin")]
+        for new_fields, base_fields, line, flags in cases:
+            status, out = self.compare(record(series({("hd", 4096): 2.0}), **new_fields),
+                                       record(series(), **base_fields))
+            self.assertEqual(status, 0, out)
+            self.assertIn(line, out)
+            self.assertIn(f"1 regression(s) (reported only: different settings ({flags}))", out)
+        # The same settings, or a baseline written before a setting existed: the gate stands.
+        for base_fields in ({"in_place": True, "chunks": 4}, {}):
+            status, out = self.compare(
+                record(series({("hd", 4096): 2.0}), in_place=True, chunks=4),
+                record(series(), **base_fields))
+            self.assertEqual(status, 1, out)
+            self.assertNotIn("settings differ", out)
+
     def test_alike_timings_gate(self):
         status, out = self.compare(record(series({("hd", 4096): 2.0}), timing="span"),
                                    record(series(), timing="span"))
