@@ -114,6 +114,20 @@ class TargetsTest(unittest.TestCase):
         self.assertRegex(self.line(out, "2 ranks out of place", "2 MiB"), r"\s1\s+1\.20\s.*met")
         self.assertRegex(self.line(out, "2 ranks in place", "2 MiB"), r"\s1\s+0\.80\s.*missed")
 
+    def test_runs_of_other_settings_are_another_configuration_named_by_its_flag(self):
+        default, eager = sweep({256 * K: 0.9}), sweep({256 * K: 1.2})
+        for record, value in ((default, None), (eager, 131072)):
+            record["config"].update(eager_bytes=value, chunks=1, pin=True)
+        code, out, _ = self.run_targets(self.write(default), self.write(eager))
+        self.assertEqual(code, 1, out)
+        # Only the setting that differs is named, each group on its own line.
+        self.assertRegex(self.line(out, "2 ranks out of place (--eager default)", "256 KiB"),
+                         r"\s1\s+0\.90\s.*missed")
+        self.assertRegex(self.line(out, "2 ranks out of place (--eager 131072)", "256 KiB"),
+                         r"\s1\s+1\.20\s.*met")
+        self.assertNotIn("--chunks", out)
+        self.assertIn("--eager 131072: 1 run(s)", out)
+
     def test_paired_ratio_is_the_median_of_per_iteration_ratios(self):
         record = sweep({2 * M: 1.0}, interleave=True)
         for r in record["rows"]:
