@@ -319,6 +319,33 @@ class CompareTest(unittest.TestCase):
         self.assertIn("MISSING     threads allreduce ring r2 f32 sum 1024 B", out)
         self.assertNotIn("gloo-bcube", out)
 
+    def test_a_rerun_clears_a_row_slow_in_one_run_only(self):
+        base = self.write("base.json", record(series()))
+        slow = record(series({("hd", 4096): 2.0}))
+        rerun_fast = self.write("rerun-fast.json", record(series()))
+        rerun_slow = self.write("rerun-slow.json", record(series({("hd", 4096): 1.8})))
+        # Slow in one of two runs: the faster run's median counts, no regression.
+        status, out = self.compare(slow, base, "--rerun", rerun_fast)
+        self.assertEqual(status, 0, out)
+        self.assertIn("rerun-fast.json (the fastest median per row)", out)
+        self.assertIn("0 regression(s)", out)
+        # Slow in both: the faster of the two (+80%) is the regression.
+        status, out = self.compare(slow, base, "--rerun", rerun_slow)
+        self.assertEqual(status, 1, out)
+        self.assertIn("+80.0%  threads allreduce hd r2 f32 sum 4096 B", out)
+
+    def test_a_rerun_of_another_sweep_is_an_error_naming_the_field(self):
+        base = self.write("base.json", record(series()))
+        other = self.write("other.json", record(series(), chunks=4))
+        status, out = self.compare(record(series(), chunks=1), base, "--rerun", other)
+        self.assertEqual(status, 2, out)
+        self.assertIn("--rerun " + other + ": config.chunks is 4 where NEW has 1", out)
+        elsewhere = self.write("elsewhere.json",
+                               record(series(), dict(MACHINE, cpu_model="Other CPU")))
+        status, out = self.compare(record(series()), base, "--rerun", elsewhere)
+        self.assertEqual(status, 2, out)
+        self.assertIn("taken on other-cpu-2c, not on NEW's test-cpu-2-00ghz-2c", out)
+
     def test_malformed_input_names_the_file_and_field(self):
         bad = record(series())
         del bad["rows"][2]["time_us_max"]
