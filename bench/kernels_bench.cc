@@ -1,7 +1,8 @@
-// Reduction kernels beside a plain memcpy of the same sizes, in one binary so
-// the comparison is made side by side. Every benchmark counts the bytes of its
-// destination (SetBytesProcessed), so their GB/s figures compare directly: a
-// reduction reads two sources where memcpy reads one.
+// Reduction kernels (and kAvg's final division) beside a plain memcpy of the
+// same sizes, in one binary so the comparison is made side by side. Every
+// benchmark counts the bytes of its destination (SetBytesProcessed), so their
+// GB/s figures compare directly: a reduction reads two sources where memcpy
+// reads one.
 #include <cstddef>
 #include <cstring>
 #include <vector>
@@ -44,6 +45,18 @@ void BM_ReduceSum(benchmark::State& state, DataType t) {
   state.SetBytesProcessed(state.iterations() * bytes);
 }
 
+// kAvg's last step, in place over the result (zeros stay zeros).
+void BM_FinalizeAvg(benchmark::State& state, DataType t) {
+  const auto bytes = state.range(0);
+  const auto count = static_cast<std::uint64_t>(bytes) / cclab::coll::dtype_size(t);
+  auto& buf = buffers();
+  for (auto _ : state) {
+    cclab::coll::finalize_avg(buf.dst.data(), count, t, 3);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * bytes);
+}
+
 void BM_Memcpy(benchmark::State& state) {
   const auto bytes = state.range(0);
   auto& buf = buffers();
@@ -65,5 +78,8 @@ BENCHMARK_CAPTURE(BM_ReduceSum, f16, DataType::kF16)->Apply(kernel_sizes);
 BENCHMARK_CAPTURE(BM_ReduceSum, bf16, DataType::kBF16)->Apply(kernel_sizes);
 BENCHMARK_CAPTURE(BM_ReduceSum, f64, DataType::kF64)->Apply(kernel_sizes);
 BENCHMARK_CAPTURE(BM_ReduceSum, i32, DataType::kI32)->Apply(kernel_sizes);
+BENCHMARK_CAPTURE(BM_FinalizeAvg, f32, DataType::kF32)->Apply(kernel_sizes);
+BENCHMARK_CAPTURE(BM_FinalizeAvg, f16, DataType::kF16)->Apply(kernel_sizes);
+BENCHMARK_CAPTURE(BM_FinalizeAvg, bf16, DataType::kBF16)->Apply(kernel_sizes);
 
 }  // namespace

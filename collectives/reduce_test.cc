@@ -56,6 +56,79 @@ TEST(Reduce, HalfTypesAccumulateInFloatAndRoundBack) {
   EXPECT_EQ(bf16_to_float(d), 260.f);
 }
 
+// Every 16-bit pattern as a, a scrambled one as b (NaNs, infinities,
+// subnormals, overflow, ties), plus a tail shorter than a vector: the result of
+// each element must be the one half.h's scalar conversions give (in this file
+// compiled for the baseline ISA: the compiler's software conversions, not the
+// kernels' F16C or AVX2 code), bit for bit; where it is NaN, a quiet NaN (which
+// operand's payload an operation on two NaNs keeps is the compiler's choice).
+struct HalfType {
+  DataType t;
+  float (*load)(std::uint16_t);
+  std::uint16_t (*store)(float);
+};
+const HalfType kHalfTypes[] = {{DataType::kF16, f16_to_float, float_to_f16},
+                               {DataType::kBF16, bf16_to_float, float_to_bf16}};
+
+::testing::AssertionResult same_half(const HalfType& h, std::uint16_t got, std::uint16_t want) {
+  const std::uint16_t quiet = h.t == DataType::kF16 ? 0x7e00 : 0x7fc0;
+  const bool ok = std::isnan(h.load(want)) ? (got & quiet) == quiet : got == want;
+  if (ok) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "got " << got << ", want " << want;
+}
+
+std::vector<std::uint16_t> every_pattern(std::uint32_t scramble) {
+  std::vector<std::uint16_t> v(65536 + 5);
+  for (std::uint32_t i = 0; i < v.size(); ++i)
+    v[i] = static_cast<std::uint16_t>((i % 65536) * scramble + 12345 * (scramble != 1));
+  return v;
+}
+
+TEST(Reduce, HalfTypesMatchTheScalarDefinitionForEveryPattern) {
+  const auto a = every_pattern(1), b = every_pattern(40503);
+  std::vector<std::uint16_t> d(a.size());
+  for (const auto& h : kHalfTypes) {
+    for (auto op : {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax}) {
+      reduce(d.data(), a.data(), b.data(), d.size(), h.t, op);
+      for (std::size_t i = 0; i < d.size(); ++i) {
+        const float p = h.load(a[i]), q = h.load(b[i]);
+        const float r = op == ReduceOp::kSum    ? p + q
+                        : op == ReduceOp::kProd ? p * q
+                        : op == ReduceOp::kMin  ? (q < p ? q : p)
+                                                : (p < q ? q : p);
+        ASSERT_TRUE(same_half(h, d[i], h.store(r)))
+            << dtype_name(h.t) << " " << op_name(op) << " at " << i << ": " << a[i] << ", " << b[i]
+            << " (a, b)";
+      }
+    }
+  }
+}
+
+TEST(Reduce, HalfTypesReduceInPlaceOnTheVectorPath) {
+  for (const auto& h : kHalfTypes) {
+    std::vector<std::uint16_t> a(37), b(37);
+    for (int i = 0; i < 37; ++i) a[i] = h.store(0.5f * i), b[i] = h.store(100.f - i);
+    const auto before = a;
+    reduce(a.data(), a.data(), b.data(), a.size(), h.t, ReduceOp::kSum);
+    for (int i = 0; i < 37; ++i)
+      ASSERT_EQ(a[i], h.store(h.load(before[i]) + h.load(b[i]))) << dtype_name(h.t) << " at " << i;
+  }
+}
+
+TEST(Reduce, HalfTypesAverageLikeTheScalarDefinition) {
+  for (const auto& h : kHalfTypes) {
+    for (int divisor : {3, 7}) {
+      auto v = every_pattern(1);
+      const auto before = v;
+      finalize_avg(v.data(), v.size(), h.t, divisor);
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        ASSERT_TRUE(same_half(h, v[i], h.store(h.load(before[i]) / static_cast<float>(divisor))))
+            << dtype_name(h.t) << " / " << divisor << " at " << i;
+      }
+    }
+  }
+}
+
 TEST(Reduce, AvgDividesOnceAndIntegersTruncate) {
   std::vector<float> f{7.f, 8.f};
   finalize_avg(f.data(), 2, DataType::kF32, 3);
