@@ -176,6 +176,9 @@ case $mode in
     ;;
   redis-start)
     dir=$1
+    # A server an earlier start left (ctest --repeat runs the fixture's setup
+    # again; an interrupted run skips its cleanup) stops first.
+    [[ -f $dir/pid ]] && kill "$(cat "$dir/pid")" 2>/dev/null || true
     rm -rf "$dir" && mkdir -p "$dir"
     if ! command -v redis-server >/dev/null; then
       echo "SKIP: redis-server not installed"
