@@ -139,5 +139,14 @@ TEST(Reduce, AvgDividesOnceAndIntegersTruncate) {
   EXPECT_EQ(i[1], -3);
 }
 
+TEST(Reduce, AvgOfU8OverMoreRanksThanItsRangeTruncatesToZero) {
+  std::vector<std::uint8_t> v{255, 200, 7};
+  finalize_avg(v.data(), v.size(), DataType::kU8, 256);  // was a division by zero
+  EXPECT_EQ(v, (std::vector<std::uint8_t>{0, 0, 0}));
+  v = {255, 200, 7};
+  finalize_avg(v.data(), v.size(), DataType::kU8, 100);
+  EXPECT_EQ(v, (std::vector<std::uint8_t>{2, 2, 0}));
+}
+
 }  // namespace
 }  // namespace cclab::coll

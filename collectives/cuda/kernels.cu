@@ -4,6 +4,8 @@
 // kBlocksPerSm x 512 threads per SM), and a scalar tail. Arithmetic matches
 // the host kernels bit for bit: f16/bf16 widen to f32, apply the op and round
 // to nearest even; integers wrap like the host's casts.
+#include <type_traits>
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -119,7 +121,11 @@ __global__ void divide_kernel(T* buf, std::uint64_t n, int divisor) {
        i += stride) {
     using A = Arith<T>;
     using V = typename A::type;
-    buf[i] = A::store(static_cast<V>(A::load(buf[i]) / static_cast<V>(divisor)));
+    if constexpr (std::is_integral_v<V>) {
+      buf[i] = static_cast<T>(buf[i] / divisor);  // as int or wider, like the host
+    } else {
+      buf[i] = A::store(static_cast<V>(A::load(buf[i]) / static_cast<V>(divisor)));
+    }
   }
 }
 
