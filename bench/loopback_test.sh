@@ -115,8 +115,13 @@ case $mode in
     expect_checked_table "$out"
     (($(grep -c "^\[0\] # compare .* ratio [0-9.]*x.*, stream [0-9.]* us (ours" "$out") == 3)) ||
       { echo "FAIL: expected 3 compare lines (1K, 8K, 64K), each with the stream's time"; fail=1; }
-    (($(grep -Ec "^\[0\] +[0-9]+ +[0-9]+ +f32 +sum +stream +[0-9.]+ +[0-9.]+ +[0-9.]+ +0 " "$out") == 3)) ||
+    (($(grep -Ec "^\[0\] +[0-9]+ +[0-9]+ +[a-z0-9]+ +sum +stream +[0-9.]+ +[0-9.]+ +[0-9.]+ +0 " "$out") == 3)) ||
       { echo "FAIL: expected 3 checked stream rows"; fail=1; }
+    if [[ " $* " == *" -d f16 "* ]] &&
+      ! grep -Eq "^\[0\] +[0-9]+ +[0-9]+ +f16 +sum +gloo-ring +[0-9.]+ +[0-9.]+ +[0-9.]+ +0 " "$out"; then
+      echo "FAIL: no checked f16 gloo-ring row"
+      fail=1
+    fi
     # Ranks on one kernel keep --timing span (the header says so).
     if [[ " $* " == *" --timing span "* ]] && ! grep -qF ", timing span (" "$out"; then
       echo "FAIL: --timing span not in the header"

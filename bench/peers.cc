@@ -95,9 +95,11 @@ void check_peer(std::string_view peer, const BenchConfig& c) {
     throw InvalidArgument(fmt::format("--algo: '{}' is an all-reduce; it does not apply to {}",
                                       peer, coll::collective_name(c.coll)));
   const DataType t = c.dtype;
-  if (t != DataType::kF32 && t != DataType::kF64 && t != DataType::kI32 && t != DataType::kI64)
+  if (t != DataType::kF32 && t != DataType::kF64 && t != DataType::kF16 && t != DataType::kI32 &&
+      t != DataType::kI64)
     throw InvalidArgument(fmt::format(
-        "--dtype: {} is not available to --algo {} (Gloo's algorithms run f32, f64, i32, i64)",
+        "--dtype: {} is not available to --algo {} (Gloo's algorithms run f32, f64, f16, i32, "
+        "i64)",
         coll::dtype_name(t), peer));
   if (c.op == ReduceOp::kAvg)
     throw InvalidArgument(fmt::format(

@@ -58,8 +58,10 @@ TEST(Peers, MixWithOursAndNameTheFlagForWhatGlooLacks) {
   EXPECT_EQ(c.peers, (std::vector<std::string>{"gloo-hd", "gloo-ring"}));
   f.algo = "gloo-bcube";  // peers only: no own algorithm
   EXPECT_TRUE(resolve(f).algos.empty());
-  f.dtype = "f16";
-  EXPECT_NE(error_of(f).find("--dtype: f16 is not available to --algo gloo-bcube"),
+  f.dtype = "f16";  // gloo::float16
+  EXPECT_EQ(resolve(f).peers, (std::vector<std::string>{"gloo-bcube"}));
+  f.dtype = "bf16";
+  EXPECT_NE(error_of(f).find("--dtype: bf16 is not available to --algo gloo-bcube"),
             std::string::npos);
   f.dtype = "f32", f.op = "avg";
   EXPECT_NE(error_of(f).find("--op: avg is not available"), std::string::npos);

@@ -1,7 +1,10 @@
 // Gloo's all-reduce implementations as peers (see cclab/collectives/gloo_peers.h).
 // Each is a template over the element type; this file instantiates the
-// types and reductions both Gloo and cclab have (f32, f64, i32, i64 with
-// sum, prod, min, max) and names the flag for anything else. The stream
+// types and reductions both Gloo and cclab have (f32, f64, f16 as
+// gloo::float16, i32, i64 with sum, prod, min, max) and names the flag for
+// anything else. Gloo's f16 arithmetic is its header's inline software
+// conversion (gloo/types.h): Debian's Gloo is built without GLOO_USE_AVX,
+// the switch for its F16C sum. The stream
 // reference (TransportStream) lives here too: it runs on the same contexts.
 #include "cclab/collectives/gloo_peers.h"
 
@@ -18,6 +21,7 @@
 #include <gloo/allreduce_ring_chunked.h>
 #include <gloo/math.h>
 #include <gloo/transport/unbound_buffer.h>
+#include <gloo/types.h>
 
 #include "cclab/collectives/error.h"
 #include "gloo_comm.h"
@@ -37,6 +41,13 @@ constexpr std::array kPeers = {
     PeerName{"gloo-hd", Kind::kHalvingDoubling}, PeerName{"gloo-bcube", Kind::kBcube},
     PeerName{"gloo-fn-ring", Kind::kFnRing},     PeerName{"gloo-fn-bcube", Kind::kFnBcube},
 };
+
+constexpr std::string_view kGlooPeerTypes = "f32, f64, f16, i32, i64";
+
+bool gloo_peer_runs(DataType t) {
+  return t == DataType::kF32 || t == DataType::kF64 || t == DataType::kF16 || t == DataType::kI32 ||
+         t == DataType::kI64;
+}
 
 const PeerName* find_peer(std::string_view name) {
   for (const auto& p : kPeers)
@@ -176,8 +187,8 @@ bool gloo_peer_in_place_only(std::string_view name) {
 std::string gloo_peer_unsupported(std::string_view name, int ranks, DataType t, ReduceOp op) {
   const auto* peer = find_peer(name);
   if (peer == nullptr) return fmt::format("unknown Gloo peer '{}'", name);
-  if (t != DataType::kF32 && t != DataType::kF64 && t != DataType::kI32 && t != DataType::kI64)
-    return fmt::format("--dtype {}: Gloo peers run f32, f64, i32, i64", dtype_name(t));
+  if (!gloo_peer_runs(t))
+    return fmt::format("--dtype {}: Gloo peers run {}", dtype_name(t), kGlooPeerTypes);
   if (op == ReduceOp::kAvg)
     return fmt::format("--op {}: Gloo peers run sum, prod, min, max", op_name(op));
   // Gloo's bcube groups ranks in pairs at every level; an odd count has no partner.
@@ -204,6 +215,8 @@ std::unique_ptr<PeerAllreduce> make_gloo_peer(Communicator& comm, std::string_vi
   switch (t) {
     case DataType::kF64:
       return typed(static_cast<double*>(nullptr));
+    case DataType::kF16:
+      return typed(static_cast<gloo::float16*>(nullptr));
     case DataType::kI32:
       return typed(static_cast<std::int32_t*>(nullptr));
     case DataType::kI64:
