@@ -1,14 +1,17 @@
 #include "cclab/collectives/reduce.h"
 
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
 #include "cclab/collectives/half.h"
+#include "reduce_detail.h"
 
 namespace cclab::coll {
 namespace baseline {
@@ -96,6 +99,14 @@ void streamed(std::byte* dst, std::uint64_t total, std::size_t esize, Fill fill)
 #endif
 
 }  // namespace
+
+std::vector<detail::ReduceKernels> detail::reduce_kernel_sets() {
+  std::vector<ReduceKernels> sets = {{"baseline", baseline::reduce_impl, baseline::divide_impl}};
+#if defined(__x86_64__)
+  if (has_avx2_f16c()) sets.push_back({"avx2-f16c", avx2::reduce_impl, avx2::divide_impl});
+#endif
+  return sets;
+}
 
 void reduce(void* dst, const void* a, const void* b, std::uint64_t count, DataType t, ReduceOp op) {
   const std::size_t es = dtype_size(t);

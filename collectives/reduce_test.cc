@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "cclab/collectives/half.h"
+#include "reduce_detail.h"
 
 namespace cclab::coll {
 namespace {
@@ -84,46 +85,69 @@ std::vector<std::uint16_t> every_pattern(std::uint32_t scramble) {
   return v;
 }
 
+// Every kernel set this CPU can run (reduce() uses the last), so the baseline
+// kernels are checked here too.
+const std::vector<detail::ReduceKernels>& kernel_sets() {
+  static const auto sets = detail::reduce_kernel_sets();
+  return sets;
+}
+
+TEST(Reduce, KernelSetsAreTheBaselineAndWhatTheCpuHas) {
+  ASSERT_FALSE(kernel_sets().empty());
+  EXPECT_EQ(kernel_sets().front().name, "baseline");
+#if defined(__x86_64__)
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  EXPECT_EQ(kernel_sets().size(), avx2 ? 2u : 1u);
+#endif
+}
+
 TEST(Reduce, HalfTypesMatchTheScalarDefinitionForEveryPattern) {
   const auto a = every_pattern(1), b = every_pattern(40503);
   std::vector<std::uint16_t> d(a.size());
-  for (const auto& h : kHalfTypes) {
-    for (auto op : {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax}) {
-      reduce(d.data(), a.data(), b.data(), d.size(), h.t, op);
-      for (std::size_t i = 0; i < d.size(); ++i) {
-        const float p = h.load(a[i]), q = h.load(b[i]);
-        const float r = op == ReduceOp::kSum    ? p + q
-                        : op == ReduceOp::kProd ? p * q
-                        : op == ReduceOp::kMin  ? (q < p ? q : p)
-                                                : (p < q ? q : p);
-        ASSERT_TRUE(same_half(h, d[i], h.store(r)))
-            << dtype_name(h.t) << " " << op_name(op) << " at " << i << ": " << a[i] << ", " << b[i]
-            << " (a, b)";
+  for (const auto& k : kernel_sets()) {
+    for (const auto& h : kHalfTypes) {
+      for (auto op : {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax}) {
+        k.reduce(d.data(), a.data(), b.data(), d.size(), h.t, op);
+        for (std::size_t i = 0; i < d.size(); ++i) {
+          const float p = h.load(a[i]), q = h.load(b[i]);
+          const float r = op == ReduceOp::kSum    ? p + q
+                          : op == ReduceOp::kProd ? p * q
+                          : op == ReduceOp::kMin  ? (q < p ? q : p)
+                                                  : (p < q ? q : p);
+          ASSERT_TRUE(same_half(h, d[i], h.store(r)))
+              << k.name << " " << dtype_name(h.t) << " " << op_name(op) << " at " << i << ": "
+              << a[i] << ", " << b[i] << " (a, b)";
+        }
       }
     }
   }
 }
 
 TEST(Reduce, HalfTypesReduceInPlaceOnTheVectorPath) {
-  for (const auto& h : kHalfTypes) {
-    std::vector<std::uint16_t> a(37), b(37);
-    for (int i = 0; i < 37; ++i) a[i] = h.store(0.5f * i), b[i] = h.store(100.f - i);
-    const auto before = a;
-    reduce(a.data(), a.data(), b.data(), a.size(), h.t, ReduceOp::kSum);
-    for (int i = 0; i < 37; ++i)
-      ASSERT_EQ(a[i], h.store(h.load(before[i]) + h.load(b[i]))) << dtype_name(h.t) << " at " << i;
+  for (const auto& k : kernel_sets()) {
+    for (const auto& h : kHalfTypes) {
+      std::vector<std::uint16_t> a(37), b(37);
+      for (int i = 0; i < 37; ++i) a[i] = h.store(0.5f * i), b[i] = h.store(100.f - i);
+      const auto before = a;
+      k.reduce(a.data(), a.data(), b.data(), a.size(), h.t, ReduceOp::kSum);
+      for (int i = 0; i < 37; ++i)
+        ASSERT_EQ(a[i], h.store(h.load(before[i]) + h.load(b[i])))
+            << k.name << " " << dtype_name(h.t) << " at " << i;
+    }
   }
 }
 
 TEST(Reduce, HalfTypesAverageLikeTheScalarDefinition) {
-  for (const auto& h : kHalfTypes) {
-    for (int divisor : {3, 7}) {
-      auto v = every_pattern(1);
-      const auto before = v;
-      finalize_avg(v.data(), v.size(), h.t, divisor);
-      for (std::size_t i = 0; i < v.size(); ++i) {
-        ASSERT_TRUE(same_half(h, v[i], h.store(h.load(before[i]) / static_cast<float>(divisor))))
-            << dtype_name(h.t) << " / " << divisor << " at " << i;
+  for (const auto& k : kernel_sets()) {
+    for (const auto& h : kHalfTypes) {
+      for (int divisor : {3, 7}) {
+        auto v = every_pattern(1);
+        const auto before = v;
+        k.divide(v.data(), v.size(), h.t, divisor);
+        for (std::size_t i = 0; i < v.size(); ++i) {
+          ASSERT_TRUE(same_half(h, v[i], h.store(h.load(before[i]) / static_cast<float>(divisor))))
+              << k.name << " " << dtype_name(h.t) << " / " << divisor << " at " << i;
+        }
       }
     }
   }
@@ -140,12 +164,17 @@ TEST(Reduce, AvgDividesOnceAndIntegersTruncate) {
 }
 
 TEST(Reduce, AvgOfU8OverMoreRanksThanItsRangeTruncatesToZero) {
-  std::vector<std::uint8_t> v{255, 200, 7};
-  finalize_avg(v.data(), v.size(), DataType::kU8, 256);  // was a division by zero
-  EXPECT_EQ(v, (std::vector<std::uint8_t>{0, 0, 0}));
-  v = {255, 200, 7};
-  finalize_avg(v.data(), v.size(), DataType::kU8, 100);
-  EXPECT_EQ(v, (std::vector<std::uint8_t>{2, 2, 0}));
+  for (const auto& k : kernel_sets()) {
+    std::vector<std::uint8_t> v{255, 200, 7};
+    k.divide(v.data(), v.size(), DataType::kU8, 256);  // was a division by zero
+    EXPECT_EQ(v, (std::vector<std::uint8_t>{0, 0, 0})) << k.name;
+    v = {255, 200, 7};
+    k.divide(v.data(), v.size(), DataType::kU8, 100);
+    EXPECT_EQ(v, (std::vector<std::uint8_t>{2, 2, 0})) << k.name;
+  }
+  std::vector<std::uint8_t> v{255};
+  finalize_avg(v.data(), v.size(), DataType::kU8, 256);  // and through the dispatcher
+  EXPECT_EQ(v[0], 0);
 }
 
 }  // namespace
