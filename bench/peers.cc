@@ -6,10 +6,8 @@
 #include <fmt/format.h>
 
 #include "cclab/collectives/error.h"
+#include "cclab/collectives/gloo_peers.h"  // declarations only: kGlooPeerTypes with or without Gloo
 #include "mpi_peer.h"
-#ifdef CCLAB_HAVE_GLOO
-#include "cclab/collectives/gloo_peers.h"
-#endif
 #ifdef CCLAB_HAVE_NCCL
 #include "cclab/collectives/nccl.h"
 #endif
@@ -95,12 +93,10 @@ void check_peer(std::string_view peer, const BenchConfig& c) {
     throw InvalidArgument(fmt::format("--algo: '{}' is an all-reduce; it does not apply to {}",
                                       peer, coll::collective_name(c.coll)));
   const DataType t = c.dtype;
-  if (t != DataType::kF32 && t != DataType::kF64 && t != DataType::kF16 && t != DataType::kI32 &&
-      t != DataType::kI64)
-    throw InvalidArgument(fmt::format(
-        "--dtype: {} is not available to --algo {} (Gloo's algorithms run f32, f64, f16, i32, "
-        "i64)",
-        coll::dtype_name(t), peer));
+  if (!coll::gloo_peer_runs(t))
+    throw InvalidArgument(
+        fmt::format("--dtype: {} is not available to --algo {} (Gloo's algorithms run {})",
+                    coll::dtype_name(t), peer, coll::kGlooPeerTypes));
   if (c.op == ReduceOp::kAvg)
     throw InvalidArgument(fmt::format(
         "--op: avg is not available to --algo {} (Gloo's algorithms run sum, prod, min, max)",

@@ -3,9 +3,9 @@
 // types and reductions both Gloo and cclab have (f32, f64, f16 as
 // gloo::float16, i32, i64 with sum, prod, min, max) and names the flag for
 // anything else. Gloo's f16 arithmetic is its header's inline software
-// conversion (gloo/types.h): Debian's Gloo is built without GLOO_USE_AVX,
-// the switch for its F16C sum. The stream
-// reference (TransportStream) lives here too: it runs on the same contexts.
+// conversion (gloo/types.h): Debian's Gloo is built without GLOO_USE_AVX, the
+// switch for its F16C sum. The stream reference (TransportStream) lives here
+// too: it runs on the same contexts.
 #include "cclab/collectives/gloo_peers.h"
 
 #include <array>
@@ -41,13 +41,6 @@ constexpr std::array kPeers = {
     PeerName{"gloo-hd", Kind::kHalvingDoubling}, PeerName{"gloo-bcube", Kind::kBcube},
     PeerName{"gloo-fn-ring", Kind::kFnRing},     PeerName{"gloo-fn-bcube", Kind::kFnBcube},
 };
-
-constexpr std::string_view kGlooPeerTypes = "f32, f64, f16, i32, i64";
-
-bool gloo_peer_runs(DataType t) {
-  return t == DataType::kF32 || t == DataType::kF64 || t == DataType::kF16 || t == DataType::kI32 ||
-         t == DataType::kI64;
-}
 
 const PeerName* find_peer(std::string_view name) {
   for (const auto& p : kPeers)

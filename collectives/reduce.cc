@@ -29,26 +29,19 @@ namespace avx2 {
 #pragma GCC pop_options
 #endif
 
-namespace {
-
-using ReduceFn = void (*)(void*, const void*, const void*, std::uint64_t, DataType, ReduceOp);
-using DivideFn = void (*)(void*, std::uint64_t, DataType, int);
-
-bool has_avx2_f16c() {
+std::vector<detail::ReduceKernels> detail::reduce_kernel_sets() {
+  std::vector<ReduceKernels> sets = {{"baseline", baseline::reduce_impl, baseline::divide_impl}};
 #if defined(__x86_64__)
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
-#else
-  return false;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"))
+    sets.push_back({"avx2-f16c", avx2::reduce_impl, avx2::divide_impl});
 #endif
+  return sets;
 }
 
-#if defined(__x86_64__)
-const ReduceFn kReduce = has_avx2_f16c() ? avx2::reduce_impl : baseline::reduce_impl;
-const DivideFn kDivide = has_avx2_f16c() ? avx2::divide_impl : baseline::divide_impl;
-#else
-const ReduceFn kReduce = baseline::reduce_impl;
-const DivideFn kDivide = baseline::divide_impl;
-#endif
+namespace {
+
+// What reduce() and finalize_avg() run: the best set this CPU has.
+const detail::ReduceKernels kKernels = detail::reduce_kernel_sets().back();
 
 // Above this size a result is not read again while it is still in cache, so
 // it is written with non-temporal stores: that saves the read-for-ownership
@@ -100,14 +93,6 @@ void streamed(std::byte* dst, std::uint64_t total, std::size_t esize, Fill fill)
 
 }  // namespace
 
-std::vector<detail::ReduceKernels> detail::reduce_kernel_sets() {
-  std::vector<ReduceKernels> sets = {{"baseline", baseline::reduce_impl, baseline::divide_impl}};
-#if defined(__x86_64__)
-  if (has_avx2_f16c()) sets.push_back({"avx2-f16c", avx2::reduce_impl, avx2::divide_impl});
-#endif
-  return sets;
-}
-
 void reduce(void* dst, const void* a, const void* b, std::uint64_t count, DataType t, ReduceOp op) {
   const std::size_t es = dtype_size(t);
 #if defined(__x86_64__)
@@ -116,12 +101,12 @@ void reduce(void* dst, const void* a, const void* b, std::uint64_t count, DataTy
     const auto* pb = static_cast<const std::byte*>(b);
     streamed(static_cast<std::byte*>(dst), count * es, es,
              [&](std::byte* out, std::uint64_t at, std::uint64_t bytes) {
-               kReduce(out, pa + at, pb + at, bytes / es, t, op);
+               kKernels.reduce(out, pa + at, pb + at, bytes / es, t, op);
              });
     return;
   }
 #endif
-  kReduce(dst, a, b, count, t, op);
+  kKernels.reduce(dst, a, b, count, t, op);
 }
 
 void copy_bytes(void* dst, const void* src, std::uint64_t bytes) {
@@ -139,7 +124,7 @@ void copy_bytes(void* dst, const void* src, std::uint64_t bytes) {
 }
 
 void finalize_avg(void* buf, std::uint64_t count, DataType t, int divisor) {
-  kDivide(buf, count, t, divisor);
+  kKernels.divide(buf, count, t, divisor);
 }
 
 }  // namespace cclab::coll

@@ -17,7 +17,8 @@ struct ReduceKernels {
   void (*divide)(void* buf, std::uint64_t n, DataType t, int divisor);
 };
 
-// The baseline set, then AVX2/F16C where this CPU has both.
+// The baseline set, then AVX2/F16C where this CPU has both; reduce() and
+// finalize_avg() run the last.
 std::vector<ReduceKernels> reduce_kernel_sets();
 
 }  // namespace cclab::coll::detail

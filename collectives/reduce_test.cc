@@ -61,8 +61,9 @@ TEST(Reduce, HalfTypesAccumulateInFloatAndRoundBack) {
 // subnormals, overflow, ties), plus a tail shorter than a vector: the result of
 // each element must be the one half.h's scalar conversions give (in this file
 // compiled for the baseline ISA: the compiler's software conversions, not the
-// kernels' F16C or AVX2 code), bit for bit; where it is NaN, a quiet NaN (which
-// operand's payload an operation on two NaNs keeps is the compiler's choice).
+// AVX2/F16C set's intrinsics; the baseline set shares these conversions, so
+// for it the test checks its loops and NaN handling), bit for bit; where it is NaN, a quiet NaN
+// (which operand's payload an operation on two NaNs keeps is the compiler's choice).
 struct HalfType {
   DataType t;
   float (*load)(std::uint16_t);

@@ -30,6 +30,14 @@ class PeerAllreduce {
   virtual void run() = 0;
 };
 
+// The element types Gloo's algorithms run as peers (f16 as gloo::float16);
+// a header-only check, so that flags are validated in builds without Gloo too.
+inline constexpr std::string_view kGlooPeerTypes = "f32, f64, f16, i32, i64";
+inline bool gloo_peer_runs(DataType t) {
+  return t == DataType::kF32 || t == DataType::kF64 || t == DataType::kF16 || t == DataType::kI32 ||
+         t == DataType::kI64;
+}
+
 // Why peer `name` cannot run here (empty: it can). Names the flag that
 // chose what it lacks (--dtype, --op) or the rank count.
 std::string gloo_peer_unsupported(std::string_view name, int ranks, DataType t, ReduceOp op);
