@@ -28,7 +28,7 @@ using coll::CollectiveKind;
 
 struct SimFlags {
   std::string topology;
-  int ranks = 0;  // 0: every endpoint
+  int ranks = 0;  // 0: every endpoint (--ranks not given)
   std::string algos = "all";
   std::string min_bytes = "1K", max_bytes = "64M";
   int step_factor = 4;
@@ -144,10 +144,14 @@ void write_json(const std::string& path, const SimFlags& f, const Topology& t, i
   if (!out) throw IoError(fmt::format("--json: cannot write '{}'", path));
 }
 
+// Fails before the simulation rather than after it.
+void check_writable(const std::string& path, const char* flag) {
+  if (!path.empty() && !std::ofstream(path, std::ios::app))
+    throw IoError(fmt::format("{}: cannot open '{}' for writing", flag, path));
+}
+
 void run_sim(const SimFlags& f) {
   const Topology topo = make_topology(f.topology);
-  if (f.ranks < 0)
-    throw InvalidArgument(fmt::format("--ranks: must be at least 1 (got {})", f.ranks));
   const int ranks = f.ranks > 0 ? f.ranks : static_cast<int>(topo.num_endpoints());
   if (static_cast<std::size_t>(ranks) > topo.num_endpoints())
     throw InvalidArgument(fmt::format("--ranks: {} ranks but topology '{}' has {} endpoints", ranks,
@@ -158,8 +162,11 @@ void run_sim(const SimFlags& f) {
   if (lo > hi)
     throw InvalidArgument(
         fmt::format("-b/--minbytes: {} is larger than -e/--maxbytes {}", f.min_bytes, f.max_bytes));
+  if (lo < 1) throw InvalidArgument("-b/--minbytes: must be at least 1 byte");
   if (f.step_factor < 2) throw InvalidArgument("-f/--stepfactor: must be at least 2");
   if (f.chunks < 1) throw InvalidArgument("--chunks: must be at least 1");
+  check_writable(f.json_path, "--json");
+  check_writable(f.trace_path, "--trace");
   const int group = group_size_for(f, topo, ranks);
   print_header(f, topo, ranks, group);
   std::vector<Row> rows;
@@ -194,7 +201,13 @@ void add_sim_command(CLI::App& app) {
                   "fat-tree:hosts=..,leaves=..,spines=..,bw=..,uplink=..; "
                   "nodes:nodes=..,gpus=..,nvlink=..,nic=..,lat=..) or a JSON file")
       ->required();
-  cmd->add_option("--ranks", flags->ranks, "Ranks (default: one per endpoint)");
+  cmd->add_option_function<int>(
+      "--ranks",
+      [flags](int n) {
+        if (n < 1) throw InvalidArgument(fmt::format("--ranks: must be at least 1 (got {})", n));
+        flags->ranks = n;
+      },
+      "Ranks (default: one per endpoint)");
   cmd->add_option("--algo", flags->algos, "Comma list of ring, tree, hd, hier, direct, or all");
   cmd->add_option("-b,--minbytes", flags->min_bytes, "Smallest size (K, M, G suffixes)");
   cmd->add_option("-e,--maxbytes", flags->max_bytes, "Largest size");
