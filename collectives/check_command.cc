@@ -20,23 +20,39 @@ struct CheckArgs {
   std::string coll = "allreduce";
   std::string algos = "all";
   std::string ranks = "8";
-  std::uint64_t count = 1009;
+  std::int64_t count = 1009;
   int chunks = 1;
   int group_size = 0;
   std::string inner = "ring";
   int root = 0;
 };
 
-// "8" or "1-64".
+// "8" or "1-64": digits only, 1 <= LO <= HI.
 std::pair<int, int> parse_range(const std::string& s) {
-  try {
-    const auto dash = s.find('-');
-    const int lo = std::stoi(s.substr(0, dash));
-    const int hi = dash == std::string::npos ? lo : std::stoi(s.substr(dash + 1));
-    if (lo >= 1 && hi >= lo) return {lo, hi};
-  } catch (const std::exception&) {
-  }
+  const auto number = [](const std::string& t) {
+    if (t.empty() || t.size() > 9 || t.find_first_not_of("0123456789") != std::string::npos)
+      return -1;
+    return std::stoi(t);
+  };
+  const auto dash = s.find('-');
+  const int lo = number(s.substr(0, dash));
+  const int hi = dash == std::string::npos ? lo : number(s.substr(dash + 1));
+  if (lo >= 1 && hi >= lo) return {lo, hi};
   throw InvalidArgument(fmt::format("--ranks: '{}' is not N or LO-HI with 1 <= LO <= HI", s));
+}
+
+// Every flag checked before the first schedule is built, named as typed.
+void validate(const CheckArgs& a, int lo) {
+  if (a.count < 0)
+    throw InvalidArgument(fmt::format("--count: must be at least 0 (got {})", a.count));
+  if (a.chunks < 1)
+    throw InvalidArgument(fmt::format("--chunks: must be at least 1 (got {})", a.chunks));
+  if (a.group_size < 0)
+    throw InvalidArgument(
+        fmt::format("--group-size: must be at least 0, 0 for the default (got {})", a.group_size));
+  if (a.root < 0 || a.root >= lo)
+    throw InvalidArgument(fmt::format(
+        "--root: {} is not a rank of every count in --ranks (allowed: 0 to {})", a.root, lo - 1));
 }
 
 std::vector<Algorithm> parse_algos(const std::string& list, CollectiveKind kind) {
@@ -51,33 +67,52 @@ std::vector<Algorithm> parse_algos(const std::string& list, CollectiveKind kind)
   return out;
 }
 
+// Checks one schedule both ways; the number that failed.
+int check_both_ways(const CheckArgs& a, const CollectiveShape& shape, AlgoConfig cfg) {
+  int failures = 0;
+  for (bool in_place : {false, true}) {
+    cfg.disjoint_output = !in_place;
+    const auto sched = make_schedule(shape, cfg);
+    const auto t0 = std::chrono::steady_clock::now();
+    const CheckResult r = check_schedule(*sched, {in_place});
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    fmt::print("{:<28} ranks {:>5} count {:>10} {:<12} {} ({} steps, {} transfers, {:.1f} ms)\n",
+               sched->name(), shape.ranks, a.count, in_place ? "in-place" : "out-of-place",
+               r.ok ? "ok" : "FAILED", r.steps, r.transfers, ms);
+    if (!r.ok) {
+      fmt::print("  {}\n", r.error);
+      ++failures;
+    }
+  }
+  return failures;
+}
+
 int run_check(const CheckArgs& a) {
   const CollectiveKind kind = parse_collective(a.coll, "--coll");
   const auto [lo, hi] = parse_range(a.ranks);
-  int failures = 0;
+  validate(a, lo);
+  const Algorithm inner = parse_algorithm(a.inner, "--inner");
+  if (inner == Algorithm::kHierarchical || inner == Algorithm::kAuto)
+    throw InvalidArgument(fmt::format(
+        "--inner: '{}' is not a cross-group algorithm (allowed: ring, tree, hd, direct)", a.inner));
+  const auto count = static_cast<std::uint64_t>(a.count);
+  int failures = 0, checked = 0;
   for (Algorithm algo : parse_algos(a.algos, kind)) {
     for (int n = lo; n <= hi; ++n) {
-      AlgoConfig cfg{algo, a.chunks, a.group_size, parse_algorithm(a.inner, "--inner")};
-      if (algo == Algorithm::kHierarchical && a.group_size > 0 && n % a.group_size != 0) continue;
-      for (bool in_place : {false, true}) {
-        cfg.disjoint_output = !in_place;
-        const auto sched = make_schedule({kind, n, a.count, a.root % n}, cfg);
-        const auto t0 = std::chrono::steady_clock::now();
-        const CheckResult r = check_schedule(*sched, {in_place});
-        const double ms =
-            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                .count();
-        fmt::print(
-            "{:<28} ranks {:>5} count {:>10} {:<12} {} ({} steps, {} transfers, {:.1f} ms)\n",
-            sched->name(), n, a.count, in_place ? "in-place" : "out-of-place",
-            r.ok ? "ok" : "FAILED", r.steps, r.transfers, ms);
-        if (!r.ok) {
-          fmt::print("  {}\n", r.error);
-          ++failures;
-        }
+      if (algo == Algorithm::kHierarchical && a.group_size > 0 && n % a.group_size != 0) {
+        fmt::print("{:<28} ranks {:>5} skipped: --group-size {} does not divide {}\n",
+                   algorithm_name(algo), n, a.group_size, n);
+        continue;
       }
+      failures +=
+          check_both_ways(a, {kind, n, count, a.root}, {algo, a.chunks, a.group_size, inner});
+      ++checked;
     }
   }
+  if (checked == 0)
+    throw InvalidArgument(
+        fmt::format("--group-size: {} divides no rank count in --ranks {}", a.group_size, a.ranks));
   return failures == 0 ? 0 : 1;
 }
 
