@@ -100,7 +100,7 @@ void add_flags(CLI::App& cmd, TrainFlags& f) {
   cmd.add_option("--keep", c.keep, "Checkpoints kept per directory")->capture_default_str();
   cmd.add_option("--bucket-mb", f.bucket_mb, "Gradient bucket size in MiB")->capture_default_str();
   cmd.add_option("--algo", f.algo,
-                 "All-reduce algorithm for the buckets (" + coll::algorithm_names() + ", auto)")
+                 "All-reduce algorithm for the buckets (" + coll::algorithm_names() + ")")
       ->capture_default_str();
   cmd.add_flag("--no-overlap", f.no_overlap,
                "All-reduce the buckets after backward, not during it");

@@ -352,6 +352,11 @@ TrainResult train_worker(coll::Communicator& comm, const TrainConfig& config, co
   if (config.save_every < 0)
     throw InvalidArgument(
         fmt::format("--save-every: must be 0 or more (got {})", config.save_every));
+  if (config.max_steps < 0)
+    throw InvalidArgument(
+        fmt::format("--max-steps: must be 0 (all epochs) or more (got {})", config.max_steps));
+  if (config.keep < 1)
+    throw InvalidArgument(fmt::format("--keep: must be at least 1 (got {})", config.keep));
   Job job(comm, config, task, log);
   return job.run();
 }
