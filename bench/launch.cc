@@ -13,6 +13,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -59,13 +60,22 @@ void emit(int rank, int stream, std::string& partial, std::string_view data, boo
   }
 }
 
+// Starts one rank; -1 with `why` set when the system refuses (no pipe, no fork).
 pid_t spawn(const LaunchFlags& f, int rank, const std::string& rendezvous,
-            const std::string& run_id, int (&fds)[2]) {
-  int out[2], err[2];
-  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0)
-    throw IoError(fmt::format("cclab launch: pipe: {}", strerror(errno)));
+            const std::string& run_id, int (&fds)[2], std::string& why) {
+  int out[2] = {-1, -1}, err[2] = {-1, -1};
+  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
+    why = fmt::format("pipe: {}", strerror(errno));
+    for (int fd : {out[0], out[1], err[0], err[1]})
+      if (fd >= 0) close(fd);
+    return -1;
+  }
   const pid_t pid = fork();
-  if (pid < 0) throw IoError(fmt::format("cclab launch: fork: {}", strerror(errno)));
+  if (pid < 0) {
+    why = fmt::format("fork: {}", strerror(errno));
+    for (int fd : {out[0], out[1], err[0], err[1]}) close(fd);
+    return -1;
+  }
   if (pid == 0) {
     setpgid(0, 0);  // its own group, so stopping it stops what it started too
     dup2(out[1], 1);
@@ -119,8 +129,7 @@ class Launcher {
       rendezvous = "file:" + temp_dir_;
     }
     coll::parse_rendezvous(rendezvous, "--rendezvous");
-    for (int r = 0; r < flags_.ranks; ++r)
-      ranks_[r].pid = spawn(flags_, r, rendezvous, run_id, ranks_[r].fds);
+    start_all(rendezvous, run_id);
     while (running() > 0) {
       pump(100);
       reap();
@@ -132,6 +141,23 @@ class Launcher {
   }
 
  private:
+  // Starts the ranks in order; when the system refuses one, the ranks already
+  // started are stopped at once (no grace: they would wait for the missing one).
+  void start_all(const std::string& rendezvous, const std::string& run_id) {
+    for (int r = 0; r < flags_.ranks; ++r) {
+      std::string why;
+      ranks_[r].pid = spawn(flags_, r, rendezvous, run_id, ranks_[r].fds, why);
+      if (ranks_[r].pid > 0) continue;
+      for (int q = r; q < flags_.ranks; ++q) ranks_[q].running = false;
+      say(fmt::format("cannot start rank {} of {}: {}; stopping the {} started", r, flags_.ranks,
+                      why, r));
+      first_failure_ = r;
+      failure_status_ = 1 << 8;  // as if it had exited with status 1
+      stop_at_ = Clock::now();
+      return;
+    }
+  }
+
   int running() const {
     int n = 0;
     for (const auto& r : ranks_) n += r.running;
@@ -226,6 +252,24 @@ class Launcher {
   Clock::time_point stop_at_;
 };
 
+// Each rank holds two pipes open in launch: raises the soft limit on open
+// files to the hard one where that is short, and refuses before starting
+// anything where even the hard one is.
+void ensure_open_files(int ranks) {
+  const rlim_t need = 2 * static_cast<rlim_t>(ranks) + 32;
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur >= need)
+    return;
+  if (lim.rlim_max == RLIM_INFINITY || lim.rlim_max >= need) {
+    lim.rlim_cur = need;
+    if (setrlimit(RLIMIT_NOFILE, &lim) == 0) return;
+  }
+  throw InvalidArgument(fmt::format(
+      "-n/--nproc: {} ranks need {} open files in launch (two pipes each) but the limit is {} "
+      "(ulimit -n)",
+      ranks, need, static_cast<unsigned long long>(lim.rlim_max)));
+}
+
 }  // namespace
 
 void add_launch_command(CLI::App& app) {
@@ -244,6 +288,7 @@ void add_launch_command(CLI::App& app) {
       throw InvalidArgument(fmt::format("-n/--nproc: must be at least 1 (got {})", flags->ranks));
     if (flags->grace_ms < 0)
       throw InvalidArgument(fmt::format("--grace-ms: must be >= 0 (got {})", flags->grace_ms));
+    ensure_open_files(flags->ranks);
     struct sigaction sa = {};
     sa.sa_handler = [](int sig) { g_signal = sig; };
     sigaction(SIGINT, &sa, nullptr);

@@ -19,6 +19,9 @@
 #                                  its messages as 1 MiB segments)
 #   never-joins CCLAB              2 of 3 ranks start: both fail within the timeout
 #                                  naming rank 2
+#   spawn-refused CCLAB            launch -n 4 where the system refuses a rank's pipes
+#                                  (open files used up): launch must name that rank,
+#                                  stop the ranks it started at once and exit 1
 #   env CCLAB CONVENTION N         N ranks started by hand (no launch) with
 #                                  TF_CONFIG or OMPI_COMM_WORLD_* as their identity
 #   dtypes CCLAB N                 every algorithm for every dtype (and op avg, max)
@@ -283,6 +286,31 @@ case $mode in
       grep -q "rank $r: rendezvous .* of 3 ranks failed within 2000 ms: rank(s) 2 never joined" \
         "$dir/out$r" || { echo "FAIL: rank $r did not name rank 2"; fail=1; }
     done
+    rm -rf "$dir"
+    exit $fail
+    ;;
+  spawn-refused)
+    cclab=$1
+    dir=$(mktemp -d)
+    # Descriptors 3-35 inherited and at most 40 open: launch's own check (two
+    # per rank plus 32) passes, the pipes of rank 1 or 2 do not. Rank 0 would
+    # wait 60 s at rendezvous for the missing ranks.
+    start=$SECONDS
+    status=0
+    bash -c 'for fd in $(seq 3 35); do eval "exec $fd</dev/null"; done; ulimit -n 40; exec "$@"' _ \
+      timeout 120 "$cclab" launch -n 4 --rendezvous "file:$dir" -- "$cclab" bench --backend gloo \
+      -b 1K -e 1K -n 1 -w 0 --timeout-ms 60000 --json "$dir/r.json" >"$dir/out" 2>&1 || status=$?
+    cat "$dir/out"
+    fail=0
+    ((status == 1)) || { echo "FAIL: launch exited $status (want 1)"; fail=1; }
+    grep -qE "^cclab launch: cannot start rank [1-3] of 4: pipe: Too many open files; stopping the [1-3] started$" \
+      "$dir/out" || { echo "FAIL: launch did not name the rank it could not start"; fail=1; }
+    ((SECONDS - start < 30)) || { echo "FAIL: took $((SECONDS - start)) s"; fail=1; }
+    if pgrep -f "$dir/r.json" >/dev/null; then  # the ranks' command line names it
+      echo "FAIL: ranks left running: $(pgrep -f "$dir/r.json" -d ' ')"
+      pkill -9 -f "$dir/r.json" || true
+      fail=1
+    fi
     rm -rf "$dir"
     exit $fail
     ;;
