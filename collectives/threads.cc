@@ -7,7 +7,11 @@
 #include <cstring>
 #include <deque>
 #include <exception>
+#include <map>
+#include <string>
+#include <system_error>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -22,6 +26,7 @@ namespace {
 
 using detail::Backoff;
 using detail::SendDescriptor;
+using detail::SpscRing;
 using detail::StepRunner;
 using detail::ThreadsGroup;
 using Clock = std::chrono::steady_clock;
@@ -49,7 +54,7 @@ struct Op : detail::CollectivePlan {
   std::byte* scratch = nullptr;
   std::size_t scratch_slot = 0;
   std::deque<SendSlot> sends;                           // in flight, in issue order
-  std::vector<std::deque<PendingRecv>> recvs;           // per peer, in issue order
+  std::map<int, std::deque<PendingRecv>> recvs;         // per peer, in issue order
   std::deque<std::pair<int, SendDescriptor>> unposted;  // ring was full
   bool complete = false;
   std::exception_ptr error;
@@ -74,7 +79,7 @@ class ThreadsRequest final : public detail::RequestImpl {
 class ThreadsComm final : public Communicator {
  public:
   ThreadsComm(std::shared_ptr<ThreadsGroup> group, int rank, std::chrono::milliseconds timeout)
-      : group_(std::move(group)), rank_(rank), arrived_(group_->size()) {
+      : group_(std::move(group)), rank_(rank) {
     set_timeout(timeout);
   }
   ~ThreadsComm() override { revoke_sends(); }
@@ -126,7 +131,6 @@ class ThreadsComm final : public Communicator {
   std::uint64_t split_seq_ = 0;
   std::uint32_t barrier_sense_ = 0;
   std::deque<std::shared_ptr<Op>> active_;
-  std::vector<std::deque<SendDescriptor>> arrived_;   // per sender, not yet matched
   std::vector<std::vector<std::byte>> scratch_pool_;  // reused across calls
   std::vector<bool> scratch_busy_;
 };
@@ -154,7 +158,6 @@ Request ThreadsComm::start(const CollectiveCall& call) {
   check_abort();
   auto op = std::make_shared<Op>();
   op->plan(next_seq_++, call, rank_);
-  op->recvs.resize(size());
   if (auto n = op->schedule->scratch_count(); n > 0)
     op->scratch = acquire_scratch(n * op->esize, op->scratch_slot);
   active_.push_back(op);
@@ -202,9 +205,9 @@ bool ThreadsComm::issue(Op& op, std::int64_t id, const Step& s) {
 bool ThreadsComm::drain_mailboxes() {
   bool any = false;
   SendDescriptor d;
-  for (int p = 0; p < size(); ++p)
-    while (p != rank_ && group_->ring(p, rank_).pop(d)) {
-      arrived_[p].push_back(d);
+  for (SpscRing* r = group_->inbound(rank_); r != nullptr; r = r->next_inbound)
+    while (r->pop(d)) {
+      r->arrived.push_back(d);
       any = true;
     }
   return any;
@@ -214,10 +217,9 @@ bool ThreadsComm::drain_mailboxes() {
 // per peer) has arrived.
 bool ThreadsComm::match_recvs(Op& op) {
   bool any = false;
-  for (int p = 0; p < size(); ++p) {
-    auto& pending = op.recvs[p];
+  for (auto& [p, pending] : op.recvs) {
+    auto& q = group_->ring(p, rank_).arrived;
     while (!pending.empty()) {
-      auto& q = arrived_[p];
       auto it = q.begin();
       while (it != q.end() && it->op_seq != op.seq) ++it;
       if (it == q.end()) break;
@@ -293,9 +295,9 @@ void ThreadsComm::fail_timeout(Op& op) {
   std::string where = "after its last step";
   int peer = -1;
   if (auto id = op.runner->oldest_unfinished(); id >= 0) {
-    for (int p = 0; p < size(); ++p)
-      if (!op.recvs[p].empty() && op.recvs[p].front().id == id) {
-        where = fmt::format("at step {} ({})", id, describe(op.recvs[p].front().step));
+    for (const auto& [p, pending] : op.recvs)
+      if (!pending.empty() && pending.front().id == id) {
+        where = fmt::format("at step {} ({})", id, describe(pending.front().step));
         peer = p;
       }
     for (const auto& slot : op.sends)
@@ -401,7 +403,9 @@ struct ThreadsWorld::Impl {
 };
 
 ThreadsWorld::ThreadsWorld(int ranks, ThreadsOptions options) : impl_(std::make_unique<Impl>()) {
-  if (ranks < 1) throw InvalidArgument(fmt::format("ranks: must be >= 1, got {}", ranks));
+  if (ranks < 1 || ranks > kThreadsMaxRanks)
+    throw InvalidArgument(
+        fmt::format("ranks: must be 1 to {} (one thread each), got {}", kThreadsMaxRanks, ranks));
   impl_->group = std::make_shared<ThreadsGroup>(ranks);
   for (int r = 0; r < ranks; ++r)
     impl_->comms.push_back(std::make_unique<ThreadsComm>(impl_->group, r, options.timeout));
@@ -413,29 +417,52 @@ int ThreadsWorld::size() const { return impl_->group->size(); }
 
 Communicator& ThreadsWorld::comm(int rank) { return *impl_->comms.at(rank); }
 
-void ThreadsWorld::run(const std::function<void(Communicator&)>& fn) {
-  std::vector<std::exception_ptr> errors(size());
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size(); ++r)
-    threads.emplace_back([&, r] {
-      try {
-        fn(comm(r));
-      } catch (const std::exception& e) {
-        errors[r] = std::current_exception();
-        impl_->group->abort(fmt::format("rank {} failed: {}", r, e.what()));
-      } catch (...) {
-        errors[r] = std::current_exception();
-        impl_->group->abort(fmt::format("rank {} failed", r));
-      }
-    });
-  for (auto& t : threads) t.join();
-  // Rethrow the root cause: the error of the rank that aborted first.
-  const std::string reason = impl_->group->abort_reason();
-  for (int r = 0; r < size(); ++r)
+namespace {
+
+// Rank r's thread: runs fn; an exception is kept for the caller and stops the group.
+std::function<void()> rank_body(const std::function<void(Communicator&)>& fn, Communicator& comm,
+                                ThreadsGroup& group, std::exception_ptr& error) {
+  return [&fn, &comm, &group, &error] {
+    try {
+      fn(comm);
+    } catch (const std::exception& e) {
+      error = std::current_exception();
+      group.abort(fmt::format("rank {} failed: {}", comm.rank(), e.what()));
+    } catch (...) {
+      error = std::current_exception();
+      group.abort(fmt::format("rank {} failed", comm.rank()));
+    }
+  };
+}
+
+// Rethrows the root cause: the error of the rank that aborted first.
+void rethrow_first(ThreadsGroup& group, const std::vector<std::exception_ptr>& errors) {
+  const std::string reason = group.abort_reason();
+  for (std::size_t r = 0; r < errors.size(); ++r)
     if (errors[r] && reason.find(fmt::format("rank {} ", r)) == 0)
       std::rethrow_exception(errors[r]);
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
+}
+
+}  // namespace
+
+void ThreadsWorld::run(const std::function<void(Communicator&)>& fn) {
+  ThreadsGroup& group = *impl_->group;
+  std::vector<std::exception_ptr> errors(size());
+  std::vector<std::thread> threads;
+  threads.reserve(size());
+  try {
+    for (int r = 0; r < size(); ++r) threads.emplace_back(rank_body(fn, comm(r), group, errors[r]));
+  } catch (const std::system_error& e) {  // no thread for rank threads.size()
+    const std::string why = fmt::format("cannot start the thread of rank {} of {}: {}",
+                                        threads.size(), size(), e.what());
+    group.abort(why);  // the started ranks stop at their next wait
+    for (auto& t : threads) t.join();
+    throw Error(why);
+  }
+  for (auto& t : threads) t.join();
+  rethrow_first(group, errors);
 }
 
 }  // namespace cclab::coll

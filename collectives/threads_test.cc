@@ -3,12 +3,17 @@
 // timeouts and failure propagation.
 #include "cclab/collectives/threads.h"
 
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "cclab/collectives/error.h"
 #include "test_util.h"
@@ -199,6 +204,68 @@ TEST(Threads, AvgDividesOnceAtTheEnd) {
       EXPECT_EQ(out, 7.f / 3.f) << algorithm_name(algo);
     }
   });
+}
+
+// Hundreds of ranks as threads: a ring of descriptors exists only for the
+// pairs that exchange messages (every pair had one, 4 KiB each: 1.1 GB at 512
+// ranks), and a rank polls only its own. The sum of rank + i is closed-form.
+TEST(ManyRanks, FiveHundredTwelveThreadsAllReduceExactly) {
+  const int n = 512;
+  const std::size_t count = 300;
+  ThreadsWorld world(n);
+  world.run([&](Communicator& c) {
+    std::vector<double> in(count), out(count);
+    for (std::size_t i = 0; i < count; ++i) in[i] = c.rank() + static_cast<double>(i);
+    for (auto algo : {Algorithm::kHalvingDoubling, Algorithm::kTree, Algorithm::kHierarchical}) {
+      std::fill(out.begin(), out.end(), -1.0);
+      c.allreduce(in.data(), out.data(), count, DataType::kF64, ReduceOp::kSum, {algo});
+      for (std::size_t i = 0; i < count; ++i)
+        ASSERT_EQ(out[i], n * (n - 1) / 2.0 + n * static_cast<double>(i))
+            << algorithm_name(algo) << " rank " << c.rank() << " element " << i;
+    }
+  });
+}
+
+TEST(ManyRanks, MoreThanTheLimitIsRefusedByName) {
+  try {
+    ThreadsWorld world(kThreadsMaxRanks + 1);
+    FAIL() << "accepted " << kThreadsMaxRanks + 1 << " ranks";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find(fmt::format("must be 1 to {}", kThreadsMaxRanks)),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// A thread the system refuses (address space capped, so no stack for it):
+// run() stops and joins the ranks it started and names the refused one,
+// where it used to destroy joinable threads (std::terminate).
+TEST(ManyRanks, RefusedThreadIsAnErrorNotAnAbort) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "sanitizers reserve address space beyond any cap this test could set";
+#else
+  const auto capped_run = [] {
+    std::ifstream statm("/proc/self/statm");
+    std::size_t pages = 0;
+    statm >> pages;
+    const rlim_t cap = pages * static_cast<rlim_t>(sysconf(_SC_PAGESIZE)) + (96u << 20);
+    const rlimit lim{cap, cap};
+    if (setrlimit(RLIMIT_AS, &lim) != 0) std::_Exit(3);
+    ThreadsWorld world(64, {std::chrono::milliseconds(20000)});
+    try {
+      world.run([](Communicator& c) {  // 8 MiB stacks: not all 64 fit in 96 MiB
+        std::vector<float> buf(256, 1.f);
+        c.allreduce(buf.data(), buf.data(), buf.size(), DataType::kF32, ReduceOp::kSum);
+      });
+    } catch (const Error& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      std::_Exit(0);
+    }
+    std::_Exit(2);  // every thread started: the cap did not bite
+  };
+  EXPECT_EXIT(capped_run(), ::testing::ExitedWithCode(0),
+              "cannot start the thread of rank [0-9]+ of 64: ");
+#endif
 }
 
 }  // namespace

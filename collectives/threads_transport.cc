@@ -1,6 +1,7 @@
 #include "threads_transport.h"
 
 #include <thread>
+#include <utility>
 
 namespace cclab::coll::detail {
 
@@ -20,9 +21,31 @@ bool SpscRing::pop(SendDescriptor& d) {
   return true;
 }
 
-ThreadsGroup::ThreadsGroup(int size) : size_(size), split_(size) {
-  rings_.reserve(static_cast<std::size_t>(size) * size);
-  for (int i = 0; i < size * size; ++i) rings_.push_back(std::make_unique<SpscRing>());
+ThreadsGroup::ThreadsGroup(int size)
+    : size_(size),
+      rings_(new std::atomic<SpscRing*>[static_cast<std::size_t>(size) * size]()),
+      inbound_(new std::atomic<SpscRing*>[static_cast<std::size_t>(size)]()),
+      split_(size) {}
+
+ThreadsGroup::~ThreadsGroup() {
+  for (int to = 0; to < size_; ++to)
+    for (SpscRing* r = inbound(to); r != nullptr;) delete std::exchange(r, r->next_inbound);
+}
+
+// Both ends may ask at once: one ring wins the slot, the loser's is dropped.
+// The winner is then pushed onto the receiver's inbound list.
+SpscRing& ThreadsGroup::create_ring(int from, int to) {
+  auto fresh = std::make_unique<SpscRing>(from);
+  auto& slot = rings_[static_cast<std::size_t>(from) * size_ + to];
+  SpscRing* existing = nullptr;
+  if (!slot.compare_exchange_strong(existing, fresh.get(), std::memory_order_acq_rel))
+    return *existing;
+  SpscRing* ring = fresh.release();
+  SpscRing* head = inbound_[to].load(std::memory_order_relaxed);
+  do ring->next_inbound = head;
+  while (!inbound_[to].compare_exchange_weak(head, ring, std::memory_order_release,
+                                             std::memory_order_relaxed));
+  return *ring;
 }
 
 void ThreadsGroup::abort(const std::string& reason) {

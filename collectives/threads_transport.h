@@ -1,12 +1,13 @@
-// Shared-memory plumbing of the threads backend: per ordered rank pair a
-// single-producer/single-consumer ring of send descriptors, a barrier and an
-// abort flag shared by the ranks of one group.
+// Shared-memory plumbing of the threads backend: per ordered rank pair that
+// exchanges messages a single-producer/single-consumer ring of send
+// descriptors, a barrier and an abort flag shared by the ranks of one group.
 #pragma once
 
 #include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -24,11 +25,19 @@ struct SendDescriptor {
   std::atomic<std::uint32_t>* done = nullptr;
 };
 
+// One ordered pair's channel, made when either side first needs it: a ring
+// of descriptors the sender pushes, and what the receiver popped but has not
+// matched yet (the receiver's alone).
 class SpscRing {
  public:
   static constexpr std::uint32_t kCapacity = 128;  // 4 KiB per pair; a full ring defers the post
-  bool push(const SendDescriptor& d);              // false when full
-  bool pop(SendDescriptor& d);                     // false when empty
+  explicit SpscRing(int from) : from(from) {}
+  bool push(const SendDescriptor& d);  // false when full
+  bool pop(SendDescriptor& d);         // false when empty
+
+  const int from;                      // the sending rank
+  SpscRing* next_inbound = nullptr;    // the receiver's previous ring; fixed once published
+  std::deque<SendDescriptor> arrived;  // popped, not yet matched (receiver only)
 
  private:
   alignas(64) std::atomic<std::uint32_t> head_{0};  // next to pop (consumer)
@@ -37,11 +46,23 @@ class SpscRing {
 };
 
 // State shared by the ranks of one communicator (a world or a split of it).
+// Only the pairs that exchange messages get a ring, so a group of n ranks
+// holds n^2 pointers, not n^2 rings, and a rank polls only its own inbound
+// rings (a list per receiver, newest first, that only grows).
 class ThreadsGroup {
  public:
   explicit ThreadsGroup(int size);
+  ~ThreadsGroup();
+  ThreadsGroup(const ThreadsGroup&) = delete;
+  ThreadsGroup& operator=(const ThreadsGroup&) = delete;
   int size() const { return size_; }
-  SpscRing& ring(int from, int to) { return *rings_[static_cast<std::size_t>(from) * size_ + to]; }
+  SpscRing& ring(int from, int to) {
+    SpscRing* r =
+        rings_[static_cast<std::size_t>(from) * size_ + to].load(std::memory_order_acquire);
+    return r ? *r : create_ring(from, to);
+  }
+  // The newest ring into `to`; follow next_inbound for the others.
+  SpscRing* inbound(int to) const { return inbound_[to].load(std::memory_order_acquire); }
 
   // Marks the group failed; the first reason is kept and reported to all.
   void abort(const std::string& reason);
@@ -61,8 +82,11 @@ class ThreadsGroup {
   std::shared_ptr<ThreadsGroup> child(std::uint64_t split_seq, int color, int size);
 
  private:
+  SpscRing& create_ring(int from, int to);
+
   int size_;
-  std::vector<std::unique_ptr<SpscRing>> rings_;
+  std::unique_ptr<std::atomic<SpscRing*>[]> rings_;    // [from * size + to], null until used
+  std::unique_ptr<std::atomic<SpscRing*>[]> inbound_;  // per receiver, the newest ring
   alignas(64) std::atomic<int> arrived_{0};
   alignas(64) std::atomic<std::uint32_t> sense_{0};
   std::atomic<bool> aborted_{false};

@@ -11,6 +11,10 @@
 
 namespace cclab::coll {
 
+// One thread per rank, and a pointer per ordered pair of ranks (128 MiB at
+// the limit); for more ranks `cclab sim` predicts and `cclab check` proves.
+inline constexpr int kThreadsMaxRanks = 4096;
+
 struct ThreadsOptions {
   std::chrono::milliseconds timeout{30000};
 };
@@ -28,7 +32,9 @@ class ThreadsWorld {
   Communicator& comm(int rank);
 
   // Runs fn(comm(r)) on N threads and joins them; the first exception thrown
-  // by any rank is rethrown here (the others see the abort and stop).
+  // by any rank is rethrown here (the others see the abort and stop). When
+  // the system refuses a thread, the ranks started are stopped and joined,
+  // and the refusal is thrown.
   void run(const std::function<void(Communicator&)>& fn);
 
  private:
