@@ -10,6 +10,7 @@
 #include "backend.h"
 #include "cclab/collectives/error.h"
 #include "cclab/collectives/gloo.h"
+#include "cclab/collectives/threads.h"
 #include "peers.h"
 
 namespace cclab::bench {
@@ -210,6 +211,10 @@ BenchConfig resolve(const BenchFlags& f) {
     c.row_connections =
         gloo_choice("--connections", f.connections, c.backend, "layout", "shared", "row");
   c.ranks = at_least(f.ranks, 1, "--ranks");
+  if (c.backend == "threads" && c.ranks > coll::kThreadsMaxRanks)
+    invalid("--ranks", fmt::format("{} is more than the threads backend runs ({}, one thread "
+                                   "each; cclab sim predicts and cclab check proves larger counts)",
+                                   c.ranks, coll::kThreadsMaxRanks));
   c.coll = coll::parse_collective(f.coll, "--coll");
   resolve_sizes(f, c);
   c.dtype = coll::parse_dtype(f.dtype, "--dtype");

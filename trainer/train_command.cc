@@ -130,8 +130,9 @@ void finish_config(TrainFlags& f) {
   c.check_replicas = !f.no_check;
   if (f.timeout_ms < 1)
     throw InvalidArgument(fmt::format("--timeout-ms: must be positive (got {})", f.timeout_ms));
-  if (f.ranks < 1)
-    throw InvalidArgument(fmt::format("--ranks: must be at least 1 (got {})", f.ranks));
+  if (f.ranks < 1 || f.ranks > coll::kThreadsMaxRanks)
+    throw InvalidArgument(
+        fmt::format("--ranks: must be 1 to {} (got {})", coll::kThreadsMaxRanks, f.ranks));
   if (f.data.empty() && !f.bench)
     throw InvalidArgument(
         "--data: required (a directory; `cclab train --make-data DIR` writes one)");
