@@ -2,6 +2,8 @@
 // prefix per communicator, a device of the chosen transport (TCP bound to the
 // rank's address, or ibverbs where it can serve), and a full mesh of pairs
 // connected through the store.
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <system_error>
@@ -19,6 +21,7 @@
 #if GLOO_HAVE_TRANSPORT_IBVERBS
 #include <gloo/transport/ibverbs/device.h>
 #endif
+#include <netdb.h>
 #include <sched.h>
 #include <signal.h>
 #include <unistd.h>
@@ -95,9 +98,27 @@ class BatchPolicyForNewThreads {
   bool changed_ = false;
 };
 
+// Debian's Gloo takes only getaddrinfo's -1 for a failure and then walks an
+// uninitialised list (SIGSEGV for a name that does not resolve): resolved
+// here first, so such a name is an error naming it.
+void require_resolvable(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int rv = getaddrinfo(host.c_str(), nullptr, &hints, &found);
+  if (found != nullptr) freeaddrinfo(found);
+  if (rv != 0)
+    throw IoError(
+        fmt::format("gloo: cannot bind a TCP device to '{}': the name does not resolve "
+                    "({})",
+                    host, rv == EAI_SYSTEM ? strerror(errno) : gai_strerror(rv)));
+}
+
 // A TCP device; its loop thread under SCHED_BATCH when `batch_loop`
 // (GlooOptions::batch_loop_thread says why).
 std::shared_ptr<gloo::transport::Device> make_tcp_device(const std::string& host, bool batch_loop) {
+  require_resolvable(host);
   gloo::transport::tcp::attr attr;
   attr.hostname = host;
   try {
