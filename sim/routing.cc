@@ -4,6 +4,8 @@
 // among the equally close ones (ECMP).
 #include "cclab/sim/routing.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "cclab/collectives/error.h"
@@ -24,16 +26,33 @@ std::uint64_t mix(std::uint64_t x) {
 Router::Router(const Topology& topology)
     : topo_(topology), stamp_(topology.num_nodes(), 0), dist_(topology.num_nodes(), 0) {
   const std::size_t nodes = topology.num_nodes();
-  in_start_.reserve(nodes + 1);
-  in_from_.reserve(topology.num_links());
   transit_.reserve(nodes);
+  for (std::size_t n = 0; n < nodes; ++n)
+    transit_.push_back(topology.node(static_cast<NodeId>(n)).transit ? 1 : 0);
+  const auto by_target = [](const OutLink& a, const OutLink& b) {
+    return a.to != b.to ? a.to < b.to : a.index < b.index;
+  };
   for (std::size_t n = 0; n < nodes; ++n) {
     const Node& node = topology.node(static_cast<NodeId>(n));
-    in_start_.push_back(static_cast<std::uint32_t>(in_from_.size()));
-    for (LinkId l : node.in) in_from_.push_back(topology.link(l).from);
-    transit_.push_back(node.transit ? 1 : 0);
+    in_transit_start_.push_back(static_cast<std::uint32_t>(in_transit_.size()));
+    in_leaf_start_.push_back(static_cast<std::uint32_t>(in_leaf_.size()));
+    for (LinkId l : node.in) {
+      const NodeId from = topology.link(l).from;
+      (transit_[from] ? in_transit_ : in_leaf_).push_back(from);
+    }
+    std::sort(in_leaf_.begin() + in_leaf_start_.back(), in_leaf_.end());
+    out_start_.push_back(static_cast<std::uint32_t>(out_transit_.size()));
+    out_leaf_start_.push_back(static_cast<std::uint32_t>(out_leaf_.size()));
+    for (std::uint32_t i = 0; i < node.out.size(); ++i) {
+      const OutLink o{topology.link(node.out[i]).to, i, node.out[i]};
+      (transit_[o.to] ? out_transit_ : out_leaf_).push_back(o);
+    }
+    std::sort(out_leaf_.begin() + out_leaf_start_.back(), out_leaf_.end(), by_target);
   }
-  in_start_.push_back(static_cast<std::uint32_t>(in_from_.size()));
+  in_transit_start_.push_back(static_cast<std::uint32_t>(in_transit_.size()));
+  in_leaf_start_.push_back(static_cast<std::uint32_t>(in_leaf_.size()));
+  out_start_.push_back(static_cast<std::uint32_t>(out_transit_.size()));
+  out_leaf_start_.push_back(static_cast<std::uint32_t>(out_leaf_.size()));
 }
 
 const Route& Router::route(NodeId src, NodeId dst) {
@@ -50,19 +69,46 @@ std::int32_t Router::search_back(NodeId src, NodeId dst) {
   queue_.push_back(dst);
   stamp_[dst] = generation_;
   dist_[dst] = 0;
+  const auto label = [&](NodeId prev, NodeId n) {
+    stamp_[prev] = generation_;
+    dist_[prev] = dist_[n] + 1;
+  };
   for (std::size_t head = 0; head < queue_.size(); ++head) {
     const NodeId n = queue_[head];
-    for (std::uint32_t i = in_start_[n]; i < in_start_[n + 1]; ++i) {
-      const NodeId prev = in_from_[i];
+    if (!transit_[src] && !labeled(src) &&
+        std::binary_search(in_leaf_.begin() + in_leaf_start_[n],
+                           in_leaf_.begin() + in_leaf_start_[n + 1], src)) {
+      label(src, n);  // every closer node is labeled by now
+      return dist_[src];
+    }
+    for (std::uint32_t i = in_transit_start_[n]; i < in_transit_start_[n + 1]; ++i) {
+      const NodeId prev = in_transit_[i];
       if (labeled(prev)) continue;
-      if (prev != src && !transit_[prev]) continue;  // cannot pass through it
-      stamp_[prev] = generation_;
-      dist_[prev] = dist_[n] + 1;
-      if (prev == src) return dist_[prev];  // every closer node is labeled by now
+      label(prev, n);
+      if (prev == src) return dist_[prev];
       queue_.push_back(prev);
     }
   }
   return -1;
+}
+
+void Router::closer_hops(NodeId at, NodeId dst) {
+  next_.clear();
+  const std::int32_t want = dist_[at] - 1;
+  if (want == 0 && !transit_[dst]) {  // the only labeled non-transit node that close
+    const auto first = out_leaf_.begin() + out_leaf_start_[at];
+    const auto last = out_leaf_.begin() + out_leaf_start_[at + 1];
+    for (auto it = std::lower_bound(first, last, OutLink{dst, 0, 0},
+                                    [](const OutLink&a, const OutLink&b) { return a.to < b.to; });
+         it != last && it->to == dst; ++it)
+      next_.push_back(*it);
+  }
+  for (std::uint32_t i = out_start_[at]; i < out_start_[at + 1]; ++i) {
+    const OutLink& o = out_transit_[i];
+    if (labeled(o.to) && dist_[o.to] == want) next_.push_back(o);
+  }
+  std::sort(next_.begin(), next_.end(),
+            [](const OutLink& a, const OutLink& b) { return a.index < b.index; });
 }
 
 Route Router::compute(NodeId src, NodeId dst) {
@@ -73,15 +119,10 @@ Route Router::compute(NodeId src, NodeId dst) {
     throw InvalidArgument(fmt::format("topology: no route from '{}' to '{}'", topo_.node(src).name,
                                       topo_.node(dst).name));
   const std::uint64_t pair_hash = mix((static_cast<std::uint64_t>(src) << 32) ^ dst);
-  std::vector<LinkId> next;
   for (NodeId at = src; at != dst;) {
-    next.clear();
-    for (LinkId l : topo_.node(at).out) {
-      const NodeId to = topo_.link(l).to;
-      if (labeled(to) && dist_[to] == dist_[at] - 1) next.push_back(l);
-    }
-    CCLAB_CHECK(!next.empty(), "route search lost its way");
-    const LinkId pick = next[mix(pair_hash ^ static_cast<std::uint64_t>(at)) % next.size()];
+    closer_hops(at, dst);
+    CCLAB_CHECK(!next_.empty(), "route search lost its way");
+    const LinkId pick = next_[mix(pair_hash ^ static_cast<std::uint64_t>(at)) % next_.size()].link;
     r.links.push_back(pick);
     r.latency += topo_.link(pick).latency;
     at = topo_.link(pick).to;

@@ -206,5 +206,70 @@ TEST(Routing, ThreeTierFatTreeHopCounts) {
   EXPECT_GT(cores.size(), 1u);
 }
 
+// Hop distance from a to b through transit nodes only, by a plain BFS over
+// Topology's own lists: the reference the router's split, sorted view of the
+// same graph must agree with. -1: no route.
+int reference_hops(const Topology& t, NodeId a, NodeId b) {
+  std::vector<int> dist(t.num_nodes(), -1);
+  std::vector<NodeId> queue{a};
+  dist[a] = 0;
+  for (std::size_t i = 0; i < queue.size(); ++i) {
+    const NodeId n = queue[i];
+    if (n == b) return dist[n];
+    if (n != a && !t.node(n).transit) continue;  // may end here, not pass through
+    for (LinkId l : t.node(n).out)
+      if (dist[t.link(l).to] < 0) {
+        dist[t.link(l).to] = dist[n] + 1;
+        queue.push_back(t.link(l).to);
+      }
+  }
+  return -1;
+}
+
+// A mixed graph: endpoints with parallel links to their switch, a switch with
+// many endpoints, a transit endpoint (a host that forwards) between two
+// switches, a switch-to-switch shortcut. Every route, both ways, must be a
+// chain of links from source to destination, as short as the reference says,
+// entering non-transit nodes only at its end.
+TEST(Routing, EveryRouteIsAShortestChainThroughTransitNodes) {
+  Topology t;
+  const double bw = 1e9;
+  const NodeId s0 = t.add_node(NodeKind::kSwitch, "s0", true);
+  const NodeId s1 = t.add_node(NodeKind::kSwitch, "s1", true);
+  const NodeId s2 = t.add_node(NodeKind::kSwitch, "s2", true);
+  for (int i = 0; i < 2; ++i) {  // e0, e1: two links each way to s0
+    const NodeId e = t.add_endpoint("e" + std::to_string(i));
+    t.add_duplex(e, s0, bw, 1000);
+    t.add_duplex(e, s0, bw, 1000);
+  }
+  for (int i = 2; i < 40; ++i) t.add_duplex(t.add_endpoint("e" + std::to_string(i)), s1, bw, 1000);
+  const NodeId fwd = t.add_endpoint("fwd", /*transit=*/true);
+  t.add_duplex(s1, fwd, bw, 1000);
+  t.add_duplex(fwd, s2, bw, 1000);
+  for (int i = 40; i < 44; ++i) t.add_duplex(t.add_endpoint("e" + std::to_string(i)), s2, bw, 1000);
+  t.add_duplex(s0, s1, bw, 1000);
+  t.add_link(s2, s0, bw, 1000);  // one way only: s0 reaches s2 through fwd
+  t.validate("test");
+  Router router(t);
+  std::set<LinkId> first_hops_of_e0;
+  for (std::size_t i = 0; i < t.num_endpoints(); ++i)
+    for (std::size_t j = 0; j < t.num_endpoints(); ++j) {
+      const NodeId a = t.endpoint(static_cast<int>(i)), b = t.endpoint(static_cast<int>(j));
+      const Route& r = router.route(a, b);
+      ASSERT_EQ(static_cast<int>(r.links.size()), reference_hops(t, a, b))
+          << t.node(a).name << " -> " << t.node(b).name;
+      NodeId at = a;
+      for (std::size_t h = 0; h < r.links.size(); ++h) {
+        ASSERT_EQ(t.link(r.links[h]).from, at) << t.node(a).name << " -> " << t.node(b).name;
+        at = t.link(r.links[h]).to;
+        if (h + 1 < r.links.size()) EXPECT_TRUE(t.node(at).transit) << t.node(at).name;
+      }
+      EXPECT_EQ(at, b);
+      if (i == 0 && j > 0) first_hops_of_e0.insert(r.links[0]);
+    }
+  // e0's two parallel uplinks both carry some of its 43 routes (ECMP by pair).
+  EXPECT_EQ(first_hops_of_e0.size(), 2u);
+}
+
 }  // namespace
 }  // namespace cclab::sim

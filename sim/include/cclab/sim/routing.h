@@ -35,17 +35,32 @@ class Router {
   Route compute(NodeId src, NodeId dst);
   // Labels dist_ backwards from dst until src is labeled; returns src's distance.
   std::int32_t search_back(NodeId src, NodeId dst);
+  // The out-links of `at` one hop closer to dst, in Node::out order, into next_.
+  void closer_hops(NodeId at, NodeId dst);
   bool labeled(NodeId n) const { return stamp_[n] == generation_; }
 
   const Topology& topo_;
-  // The search's view of the topology, compact: node n's in-neighbours are
-  // in_from_[in_start_[n] .. in_start_[n+1]) (in the order of Node::in), and
-  // transit_[n] says whether routes may pass through n. A switch joining
-  // thousands of NICs is scanned for every route that crosses it, so this
-  // costs 5 bytes a neighbour instead of a Link and a Node.
-  std::vector<std::uint32_t> in_start_;
-  std::vector<NodeId> in_from_;
+  // The search's view of the topology, compact and split by what routes may
+  // do there. Only the source and destination of a route may be non-transit
+  // (endpoints), so a search scans a node's transit neighbours and looks the
+  // one endpoint it cares about up in the sorted rest: a switch joining
+  // thousands of endpoints costs a binary search per route, not a scan of
+  // them all (that scan made routing quadratic in the endpoints).
+  //   in_transit_[in_transit_start_[n] ..]: n's transit in-neighbours.
+  //   in_leaf_[in_leaf_start_[n] ..]: n's other in-neighbours, sorted.
+  //   out_transit_ / out_leaf_ (same layout): n's out-links to transit nodes,
+  //   and to the others sorted by target; each with its index in Node::out,
+  //   the order ECMP picks from.
+  struct OutLink {
+    NodeId to;
+    std::uint32_t index;  // position in Node::out
+    LinkId link;
+  };
+  std::vector<std::uint32_t> in_transit_start_, in_leaf_start_, out_start_, out_leaf_start_;
+  std::vector<NodeId> in_transit_, in_leaf_;
+  std::vector<OutLink> out_transit_, out_leaf_;
   std::vector<std::uint8_t> transit_;
+  std::vector<OutLink> next_;  // scratch: a hop's candidates
   std::unordered_map<std::uint64_t, Route> cache_;
   // BFS scratch, reused across searches: a node's label is valid when its
   // stamp equals the current generation (no clearing per search).
