@@ -49,6 +49,10 @@ void BM_SimRing1024FatTree3(benchmark::State& state) {
                 "uplink=50Gbps,lat=1us",
                 Algorithm::kRing, 4, 0);
 }
+// 16,384 endpoints on one switch: every route crosses a node of that degree.
+void BM_SimHd16384Switch(benchmark::State& state) {
+  simulate_case(state, "switch:n=16384,bw=100Gbps,lat=1us", Algorithm::kHalvingDoubling, 1, 0);
+}
 void BM_SimHierNodes256(benchmark::State& state) {
   simulate_case(state, "nodes:nodes=256,gpus=8", Algorithm::kHierarchical, 1, 8);
 }
@@ -58,6 +62,7 @@ void BM_SimHierNodes2048(benchmark::State& state) {
 
 BENCHMARK(BM_SimRing1024Switch)->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK(BM_SimRing1024FatTree3)->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK(BM_SimHd16384Switch)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_SimHierNodes256)->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK(BM_SimHierNodes2048)->Unit(benchmark::kMillisecond)->Iterations(1);
 
