@@ -1,7 +1,9 @@
-// Route computation (see routing.h). The backward search labels each node
-// with its hop distance to the destination; the route then walks forward from
-// the source, each hop going to a neighbour one hop closer, picked by hash
-// among the equally close ones (ECMP).
+// Route computation (see routing.h). A bidirectional search labels nodes with
+// their hop distance from the source (forward side) or to the destination
+// (backward side) until the sides meet; the nodes of shortest paths are then
+// marked by position, and the route walks them from the source, each hop
+// picked by hash among the equally short ones (ECMP). Every step that could
+// scan a node's neighbours or a set of marked nodes scans the smaller.
 #include "cclab/sim/routing.h"
 
 #include <algorithm>
@@ -23,36 +25,37 @@ std::uint64_t mix(std::uint64_t x) {
 
 }  // namespace
 
-Router::Router(const Topology& topology)
-    : topo_(topology), stamp_(topology.num_nodes(), 0), dist_(topology.num_nodes(), 0) {
+Router::Router(const Topology& topology) : topo_(topology) {
   const std::size_t nodes = topology.num_nodes();
-  transit_.reserve(nodes);
   for (std::size_t n = 0; n < nodes; ++n)
     transit_.push_back(topology.node(static_cast<NodeId>(n)).transit ? 1 : 0);
-  const auto by_target = [](const OutLink& a, const OutLink& b) {
-    return a.to != b.to ? a.to < b.to : a.index < b.index;
+  const auto by_node = [](const Hop& a, const Hop& b) {
+    return a.node != b.node ? a.node < b.node : a.index < b.index;
   };
-  for (std::size_t n = 0; n < nodes; ++n) {
-    const Node& node = topology.node(static_cast<NodeId>(n));
-    in_transit_start_.push_back(static_cast<std::uint32_t>(in_transit_.size()));
-    in_leaf_start_.push_back(static_cast<std::uint32_t>(in_leaf_.size()));
-    for (LinkId l : node.in) {
-      const NodeId from = topology.link(l).from;
-      (transit_[from] ? in_transit_ : in_leaf_).push_back(from);
+  for (Adjacency* adj : {&out_, &in_}) {
+    const bool out = adj == &out_;
+    for (std::size_t n = 0; n < nodes; ++n) {
+      const Node& node = topology.node(static_cast<NodeId>(n));
+      adj->transit_start.push_back(static_cast<std::uint32_t>(adj->transit.size()));
+      adj->leaf_start.push_back(static_cast<std::uint32_t>(adj->leaf.size()));
+      const auto& links = out ? node.out : node.in;
+      for (std::uint32_t i = 0; i < links.size(); ++i) {
+        const Link& l = topology.link(links[i]);
+        const Hop h{out ? l.to : l.from, out ? i : 0, links[i]};
+        (transit_[h.node] ? adj->transit : adj->leaf).push_back(h);
+      }
+      std::sort(adj->transit.begin() + adj->transit_start.back(), adj->transit.end(), by_node);
+      std::sort(adj->leaf.begin() + adj->leaf_start.back(), adj->leaf.end(), by_node);
     }
-    std::sort(in_leaf_.begin() + in_leaf_start_.back(), in_leaf_.end());
-    out_start_.push_back(static_cast<std::uint32_t>(out_transit_.size()));
-    out_leaf_start_.push_back(static_cast<std::uint32_t>(out_leaf_.size()));
-    for (std::uint32_t i = 0; i < node.out.size(); ++i) {
-      const OutLink o{topology.link(node.out[i]).to, i, node.out[i]};
-      (transit_[o.to] ? out_transit_ : out_leaf_).push_back(o);
-    }
-    std::sort(out_leaf_.begin() + out_leaf_start_.back(), out_leaf_.end(), by_target);
+    adj->transit_start.push_back(static_cast<std::uint32_t>(adj->transit.size()));
+    adj->leaf_start.push_back(static_cast<std::uint32_t>(adj->leaf.size()));
   }
-  in_transit_start_.push_back(static_cast<std::uint32_t>(in_transit_.size()));
-  in_leaf_start_.push_back(static_cast<std::uint32_t>(in_leaf_.size()));
-  out_start_.push_back(static_cast<std::uint32_t>(out_transit_.size()));
-  out_leaf_start_.push_back(static_cast<std::uint32_t>(out_leaf_.size()));
+  for (Side* s : {&fwd_, &back_}) {
+    s->stamp.assign(nodes, 0);
+    s->dist.assign(nodes, 0);
+  }
+  pos_stamp_.assign(nodes, 0);
+  pos_.assign(nodes, 0);
 }
 
 const Route& Router::route(NodeId src, NodeId dst) {
@@ -63,70 +66,186 @@ const Route& Router::route(NodeId src, NodeId dst) {
   return cache_.emplace(key, compute(src, dst)).first->second;
 }
 
-std::int32_t Router::search_back(NodeId src, NodeId dst) {
-  ++generation_;
-  queue_.clear();
-  queue_.push_back(dst);
-  stamp_[dst] = generation_;
-  dist_[dst] = 0;
-  const auto label = [&](NodeId prev, NodeId n) {
-    stamp_[prev] = generation_;
-    dist_[prev] = dist_[n] + 1;
-  };
-  for (std::size_t head = 0; head < queue_.size(); ++head) {
-    const NodeId n = queue_[head];
-    if (!transit_[src] && !labeled(src) &&
-        std::binary_search(in_leaf_.begin() + in_leaf_start_[n],
-                           in_leaf_.begin() + in_leaf_start_[n + 1], src)) {
-      label(src, n);  // every closer node is labeled by now
-      return dist_[src];
-    }
-    for (std::uint32_t i = in_transit_start_[n]; i < in_transit_start_[n + 1]; ++i) {
-      const NodeId prev = in_transit_[i];
-      if (labeled(prev)) continue;
-      label(prev, n);
-      if (prev == src) return dist_[prev];
-      queue_.push_back(prev);
-    }
-  }
-  return -1;
+void Router::hops_to(const Adjacency& adj, NodeId n, NodeId to, std::vector<Hop>& out) const {
+  const bool t = transit_[to] != 0;
+  const auto& list = t ? adj.transit : adj.leaf;
+  const auto& start = t ? adj.transit_start : adj.leaf_start;
+  auto it = std::lower_bound(list.begin() + start[n], list.begin() + start[n + 1], to,
+                             [](const Hop& h, NodeId id) { return h.node < id; });
+  for (; it != list.begin() + start[n + 1] && it->node == to; ++it) out.push_back(*it);
 }
 
-void Router::closer_hops(NodeId at, NodeId dst) {
-  next_.clear();
-  const std::int32_t want = dist_[at] - 1;
-  if (want == 0 && !transit_[dst]) {  // the only labeled non-transit node that close
-    const auto first = out_leaf_.begin() + out_leaf_start_[at];
-    const auto last = out_leaf_.begin() + out_leaf_start_[at + 1];
-    for (auto it = std::lower_bound(first, last, OutLink{dst, 0, 0},
-                                    [](const OutLink&a, const OutLink&b) { return a.to < b.to; });
-         it != last && it->to == dst; ++it)
-      next_.push_back(*it);
+template <class Keep>
+void Router::hops_from(const Adjacency& adj, NodeId n, NodeId end, Keep&& keep,
+                       std::vector<Hop>& out) const {
+  for (std::uint32_t i = adj.transit_start[n]; i < adj.transit_start[n + 1]; ++i)
+    if (keep(adj.transit[i].node)) out.push_back(adj.transit[i]);
+  if (!transit_[end] && keep(end)) hops_to(adj, n, end, out);
+}
+
+// A side's frontier: its last level. Growing it costs the transit degrees
+// of the nodes a route may leave (its own start, or transit), plus a lookup.
+std::int32_t Router::search(NodeId src, NodeId dst) {
+  ++generation_;
+  best_ = -1;
+  for (auto [s, start] : {std::pair{&fwd_, src}, std::pair{&back_, dst}}) {
+    s->queue.assign(1, start);
+    s->level.assign({0, 1});
+    s->stamp[start] = generation_;
+    s->dist[start] = 0;
   }
-  for (std::uint32_t i = out_start_[at]; i < out_start_[at + 1]; ++i) {
-    const OutLink& o = out_transit_[i];
-    if (labeled(o.to) && dist_[o.to] == want) next_.push_back(o);
+  const auto cost = [&](const Side& s, const Adjacency& adj, NodeId start) {
+    std::size_t c = 0;
+    for (std::size_t i = s.level[s.level.size() - 2]; i < s.queue.size(); ++i)
+      if (s.queue[i] == start || transit_[s.queue[i]]) c += adj.transit_degree(s.queue[i]) + 1;
+    return c;
+  };
+  while (best_ < 0) {
+    const std::size_t f = cost(fwd_, out_, src), b = cost(back_, in_, dst);
+    if (f == 0 || b == 0) return -1;  // a side has nowhere left to go
+    if (f <= b)
+      grow(true, src, dst);
+    else
+      grow(false, dst, src);
   }
-  std::sort(next_.begin(), next_.end(),
-            [](const OutLink& a, const OutLink& b) { return a.index < b.index; });
+  return best_;
+}
+
+void Router::grow(bool forward, NodeId start, NodeId end) {
+  Side& s = forward ? fwd_ : back_;
+  const Side& other = forward ? back_ : fwd_;
+  const Adjacency& adj = forward ? out_ : in_;
+  const std::size_t first = s.level[s.level.size() - 2], last = s.queue.size();
+  const std::int32_t d = static_cast<std::int32_t>(s.level.size()) - 1;  // the new level
+  const auto unlabeled = [&](NodeId m) { return !labeled(s, m); };
+  hops_.clear();
+  for (std::size_t i = first; i < last; ++i) {
+    const NodeId n = s.queue[i];
+    if (n != start && !transit_[n]) continue;  // a route ends there
+    hops_from(adj, n, end, unlabeled, hops_);
+    for (const Hop& h : hops_) {
+      if (labeled(s, h.node)) continue;  // reached twice within this level
+      s.stamp[h.node] = generation_;
+      s.dist[h.node] = d;
+      s.queue.push_back(h.node);
+      if (labeled(other, h.node) && (best_ < 0 || d + other.dist[h.node] < best_))
+        best_ = d + other.dist[h.node];
+    }
+    hops_.clear();
+  }
+  s.level.push_back(s.queue.size());
+}
+
+void Router::set_position(NodeId n, std::int32_t pos) {
+  pos_stamp_[n] = generation_;
+  pos_[n] = pos;
+  at_pos_[static_cast<std::size_t>(pos)].push_back(n);
+}
+
+// Both sides are complete up to their last levels, and those add up to at
+// least `hops`: the forward side's last level (or `hops`, if nearer) holds a
+// position whose nodes carry both labels, summing to hops.
+void Router::mark_positions(NodeId src, NodeId dst, std::int32_t hops) {
+  if (at_pos_.size() < static_cast<std::size_t>(hops) + 1) at_pos_.resize(hops + 1);
+  for (std::int32_t p = 0; p <= hops; ++p) at_pos_[p].clear();
+  const std::int32_t meet = std::min(static_cast<std::int32_t>(fwd_.level.size()) - 2, hops);
+  for (std::size_t i = fwd_.level[meet]; i < fwd_.level[meet + 1]; ++i) {
+    const NodeId n = fwd_.queue[i];
+    if (labeled(back_, n) && back_.dist[n] == hops - meet) set_position(n, meet);
+  }
+  for (std::int32_t p = meet - 1; p >= 0; --p) mark_towards_source(p, src, dst);
+  for (std::int32_t p = meet + 1; p <= hops; ++p) mark_towards_destination(p, src, dst, hops);
+}
+
+// Position p: forward level p's nodes with a link into position p + 1.
+void Router::mark_towards_source(std::int32_t p, NodeId src, NodeId dst) {
+  std::size_t scan_level = 0, scan_next = 0;
+  for (std::size_t i = fwd_.level[p]; i < fwd_.level[p + 1]; ++i)
+    scan_level += out_.transit_degree(fwd_.queue[i]) + 1;
+  for (NodeId n : at_pos_[p + 1]) scan_next += in_.transit_degree(n) + 1;
+  const auto in_level = [&](NodeId n) {
+    return labeled(fwd_, n) && fwd_.dist[n] == p && !at_position(n, p);
+  };
+  if (scan_next < scan_level) {
+    for (NodeId next : at_pos_[p + 1]) {
+      hops_.clear();
+      hops_from(in_, next, src, in_level, hops_);
+      for (const Hop& h : hops_)
+        if (!at_position(h.node, p)) set_position(h.node, p);
+    }
+    return;
+  }
+  const auto on_next = [&](NodeId m) { return at_position(m, p + 1); };
+  for (std::size_t i = fwd_.level[p]; i < fwd_.level[p + 1]; ++i) {
+    const NodeId n = fwd_.queue[i];
+    if (n != src && !transit_[n]) continue;
+    hops_.clear();
+    hops_from(out_, n, dst, on_next, hops_);
+    if (!hops_.empty()) set_position(n, p);
+  }
+}
+
+// Position p: backward level hops - p's nodes with a link from position p - 1.
+void Router::mark_towards_destination(std::int32_t p, NodeId src, NodeId dst, std::int32_t hops) {
+  const std::int32_t d = hops - p;
+  std::size_t scan_level = 0, scan_prev = 0;
+  for (std::size_t i = back_.level[d]; i < back_.level[d + 1]; ++i)
+    scan_level += in_.transit_degree(back_.queue[i]) + 1;
+  for (NodeId n : at_pos_[p - 1]) scan_prev += out_.transit_degree(n) + 1;
+  const auto in_level = [&](NodeId n) {
+    return labeled(back_, n) && back_.dist[n] == d && !at_position(n, p);
+  };
+  if (scan_prev < scan_level) {
+    for (NodeId prev : at_pos_[p - 1]) {
+      hops_.clear();
+      hops_from(out_, prev, dst, in_level, hops_);
+      for (const Hop& h : hops_)
+        if (!at_position(h.node, p)) set_position(h.node, p);
+    }
+    return;
+  }
+  const auto on_previous = [&](NodeId m) { return at_position(m, p - 1); };
+  for (std::size_t i = back_.level[d]; i < back_.level[d + 1]; ++i) {
+    const NodeId n = back_.queue[i];
+    if (n != dst && !transit_[n]) continue;
+    hops_.clear();
+    hops_from(in_, n, src, on_previous, hops_);
+    if (!hops_.empty()) set_position(n, p);
+  }
+}
+
+void Router::next_hops(NodeId at, std::int32_t pos, NodeId dst) {
+  hops_.clear();
+  const auto& next = at_pos_[pos + 1];
+  const auto on_next = [&](NodeId m) { return at_position(m, pos + 1); };
+  if (next.size() * 8 < out_.transit_degree(at) + 1) {
+    for (NodeId n : next) hops_to(out_, at, n, hops_);
+  } else {
+    hops_from(out_, at, dst, on_next, hops_);
+  }
+  std::sort(hops_.begin(), hops_.end(),
+            [](const Hop& a, const Hop& b) { return a.index < b.index; });
 }
 
 Route Router::compute(NodeId src, NodeId dst) {
   Route r;
   if (src == dst) return r;
-  const std::int32_t hops = search_back(src, dst);
+  const std::int32_t hops = search(src, dst);
   if (hops < 0)
     throw InvalidArgument(fmt::format("topology: no route from '{}' to '{}'", topo_.node(src).name,
                                       topo_.node(dst).name));
+  mark_positions(src, dst, hops);
   const std::uint64_t pair_hash = mix((static_cast<std::uint64_t>(src) << 32) ^ dst);
-  for (NodeId at = src; at != dst;) {
-    closer_hops(at, dst);
-    CCLAB_CHECK(!next_.empty(), "route search lost its way");
-    const LinkId pick = next_[mix(pair_hash ^ static_cast<std::uint64_t>(at)) % next_.size()].link;
-    r.links.push_back(pick);
-    r.latency += topo_.link(pick).latency;
-    at = topo_.link(pick).to;
+  NodeId at = src;
+  for (std::int32_t pos = 0; pos < hops; ++pos) {
+    next_hops(at, pos, dst);
+    CCLAB_CHECK(!hops_.empty(), "route search lost its way");
+    const Hop& pick = hops_[mix(pair_hash ^ static_cast<std::uint64_t>(at)) % hops_.size()];
+    r.links.push_back(pick.link);
+    r.latency += topo_.link(pick.link).latency;
+    at = pick.node;
   }
+  CCLAB_CHECK(at == dst, "route search ended off its destination");
   return r;
 }
 

@@ -5,6 +5,7 @@
 #include <set>
 #include <string>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "cclab/collectives/error.h"
@@ -226,49 +227,76 @@ int reference_hops(const Topology& t, NodeId a, NodeId b) {
   return -1;
 }
 
+// Every route between endpoints of t, both ways: a chain of links from source
+// to destination, as short as the reference says, entering non-transit nodes
+// only at its end. Returns the first hop of each route from endpoint 0.
+std::set<LinkId> expect_shortest_chains(const Topology& t) {
+  Router router(t);
+  std::set<LinkId> first_hops_of_0;
+  for (std::size_t i = 0; i < t.num_endpoints(); ++i)
+    for (std::size_t j = 0; j < t.num_endpoints(); ++j) {
+      const NodeId a = t.endpoint(static_cast<int>(i)), b = t.endpoint(static_cast<int>(j));
+      const std::string pair = t.description + ": " + t.node(a).name + " -> " + t.node(b).name;
+      const Route& r = router.route(a, b);
+      EXPECT_EQ(static_cast<int>(r.links.size()), reference_hops(t, a, b)) << pair;
+      NodeId at = a;
+      for (std::size_t h = 0; h < r.links.size(); ++h) {
+        EXPECT_EQ(t.link(r.links[h]).from, at) << pair;
+        at = t.link(r.links[h]).to;
+        if (h + 1 < r.links.size()) {
+          EXPECT_TRUE(t.node(at).transit) << pair << " passes through " << t.node(at).name;
+        }
+      }
+      EXPECT_EQ(at, b) << pair;
+      if (i == 0 && j > 0) first_hops_of_0.insert(r.links[0]);
+    }
+  return first_hops_of_0;
+}
+
 // A mixed graph: endpoints with parallel links to their switch, a switch with
 // many endpoints, a transit endpoint (a host that forwards) between two
-// switches, a switch-to-switch shortcut. Every route, both ways, must be a
-// chain of links from source to destination, as short as the reference says,
-// entering non-transit nodes only at its end.
+// switches, a one-way switch-to-switch link, an endpoint of many ports.
 TEST(Routing, EveryRouteIsAShortestChainThroughTransitNodes) {
   Topology t;
+  t.description = "mixed";
   const double bw = 1e9;
   const NodeId s0 = t.add_node(NodeKind::kSwitch, "s0", true);
   const NodeId s1 = t.add_node(NodeKind::kSwitch, "s1", true);
   const NodeId s2 = t.add_node(NodeKind::kSwitch, "s2", true);
   for (int i = 0; i < 2; ++i) {  // e0, e1: two links each way to s0
-    const NodeId e = t.add_endpoint("e" + std::to_string(i));
+    const NodeId e = t.add_endpoint(fmt::format("e{}", i));
     t.add_duplex(e, s0, bw, 1000);
     t.add_duplex(e, s0, bw, 1000);
   }
-  for (int i = 2; i < 40; ++i) t.add_duplex(t.add_endpoint("e" + std::to_string(i)), s1, bw, 1000);
+  for (int i = 2; i < 40; ++i) t.add_duplex(t.add_endpoint(fmt::format("e{}", i)), s1, bw, 1000);
   const NodeId fwd = t.add_endpoint("fwd", /*transit=*/true);
   t.add_duplex(s1, fwd, bw, 1000);
   t.add_duplex(fwd, s2, bw, 1000);
-  for (int i = 40; i < 44; ++i) t.add_duplex(t.add_endpoint("e" + std::to_string(i)), s2, bw, 1000);
+  for (int i = 40; i < 44; ++i) t.add_duplex(t.add_endpoint(fmt::format("e{}", i)), s2, bw, 1000);
   t.add_duplex(s0, s1, bw, 1000);
   t.add_link(s2, s0, bw, 1000);  // one way only: s0 reaches s2 through fwd
+  // Endpoints of many ports (20 links each way to each of two switches): as a
+  // source the search grows from the destination alone, as a destination from
+  // the source, and between the two from both.
+  const NodeId fat = t.add_endpoint("fat"), fat2 = t.add_endpoint("fat2");
+  for (int i = 0; i < 20; ++i) {
+    t.add_duplex(fat, s0, bw, 1000);
+    t.add_duplex(fat, s2, bw, 1000);
+    t.add_duplex(fat2, s1, bw, 1000);
+    t.add_duplex(fat2, s2, bw, 1000);
+  }
   t.validate("test");
-  Router router(t);
-  std::set<LinkId> first_hops_of_e0;
-  for (std::size_t i = 0; i < t.num_endpoints(); ++i)
-    for (std::size_t j = 0; j < t.num_endpoints(); ++j) {
-      const NodeId a = t.endpoint(static_cast<int>(i)), b = t.endpoint(static_cast<int>(j));
-      const Route& r = router.route(a, b);
-      ASSERT_EQ(static_cast<int>(r.links.size()), reference_hops(t, a, b))
-          << t.node(a).name << " -> " << t.node(b).name;
-      NodeId at = a;
-      for (std::size_t h = 0; h < r.links.size(); ++h) {
-        ASSERT_EQ(t.link(r.links[h]).from, at) << t.node(a).name << " -> " << t.node(b).name;
-        at = t.link(r.links[h]).to;
-        if (h + 1 < r.links.size()) EXPECT_TRUE(t.node(at).transit) << t.node(at).name;
-      }
-      EXPECT_EQ(at, b);
-      if (i == 0 && j > 0) first_hops_of_e0.insert(r.links[0]);
-    }
-  // e0's two parallel uplinks both carry some of its 43 routes (ECMP by pair).
-  EXPECT_EQ(first_hops_of_e0.size(), 2u);
+  // e0's two parallel uplinks both carry some of its 45 routes (ECMP by pair).
+  EXPECT_EQ(expect_shortest_chains(t).size(), 2u);
+}
+
+// The generators' shapes, where the search meets in the middle of switches
+// of many ports (nodes, fat trees) or crosses forwarding hosts (ring, torus).
+TEST(Routing, EveryGeneratedRouteIsAShortestChain) {
+  for (const char* spec : {"switch:n=9", "ring:n=7", "torus2d:x=4,y=3", "nodes:nodes=3,gpus=4",
+                           "fat-tree:hosts=24,leaves=4,spines=3",
+                           "fat-tree:tiers=3,pods=2,hosts=16,leaves=4,spines=2,cores=4"})
+    expect_shortest_chains(generate_topology(spec));
 }
 
 }  // namespace

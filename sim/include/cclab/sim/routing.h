@@ -2,11 +2,16 @@
 //
 // A route is the fewest-hop path from one endpoint to another that passes only
 // through transit nodes. Where several next hops are equally short, the hop
-// is chosen by a hash of (source, destination, current node), so a pair always
-// takes the same path and different pairs spread over the equal paths.
-// Routes are computed lazily, per pair, by a breadth-first search backwards
-// from the destination that stops once the source is reached, and cached:
-// memory grows with the pairs that talk, never with endpoints squared.
+// is chosen by a hash of (source, destination, current node) among the
+// equally short ones in the order of Node::out, so a pair always takes the
+// same path and different pairs spread over the equal paths.
+// Routes are computed lazily, per pair, and cached: memory grows with the
+// pairs that talk, never with endpoints squared. Each is found by a
+// bidirectional breadth-first search that grows, level by level, whichever
+// side is cheaper to grow, and stops when the two meet: a switch joining
+// thousands of NICs is crossed, not expanded. The nodes on shortest paths are
+// then marked position by position outward from the meeting level, and the
+// route walks them from the source.
 #pragma once
 
 #include <cstdint>
@@ -32,41 +37,69 @@ class Router {
   std::size_t cached_routes() const { return cache_.size(); }
 
  private:
-  Route compute(NodeId src, NodeId dst);
-  // Labels dist_ backwards from dst until src is labeled; returns src's distance.
-  std::int32_t search_back(NodeId src, NodeId dst);
-  // The out-links of `at` one hop closer to dst, in Node::out order, into next_.
-  void closer_hops(NodeId at, NodeId dst);
-  bool labeled(NodeId n) const { return stamp_[n] == generation_; }
-
-  const Topology& topo_;
-  // The search's view of the topology, compact and split by what routes may
-  // do there. Only the source and destination of a route may be non-transit
-  // (endpoints), so a search scans a node's transit neighbours and looks the
-  // one endpoint it cares about up in the sorted rest: a switch joining
-  // thousands of endpoints costs a binary search per route, not a scan of
-  // them all (that scan made routing quadratic in the endpoints).
-  //   in_transit_[in_transit_start_[n] ..]: n's transit in-neighbours.
-  //   in_leaf_[in_leaf_start_[n] ..]: n's other in-neighbours, sorted.
-  //   out_transit_ / out_leaf_ (same layout): n's out-links to transit nodes,
-  //   and to the others sorted by target; each with its index in Node::out,
-  //   the order ECMP picks from.
-  struct OutLink {
-    NodeId to;
-    std::uint32_t index;  // position in Node::out
+  // A neighbour across one link; `index` is the link's position in
+  // Node::out of its source (the order ECMP picks from).
+  struct Hop {
+    NodeId node;
+    std::uint32_t index;
     LinkId link;
   };
-  std::vector<std::uint32_t> in_transit_start_, in_leaf_start_, out_start_, out_leaf_start_;
-  std::vector<NodeId> in_transit_, in_leaf_;
-  std::vector<OutLink> out_transit_, out_leaf_;
+  // A node's neighbours one way, split by what a route may do there: only a
+  // route's own source and destination may be non-transit (endpoints), so a
+  // search scans the transit ones and looks its one endpoint up among the
+  // rest, sorted by node (a switch with 65,536 endpoints: a binary search).
+  struct Adjacency {
+    std::vector<std::uint32_t> transit_start, leaf_start;  // per node, then the end
+    std::vector<Hop> transit, leaf;                        // each node's sorted by (node, index)
+    std::size_t transit_degree(NodeId n) const { return transit_start[n + 1] - transit_start[n]; }
+  };
+  // One direction of the search: labels valid while stamp == generation_, and
+  // the queue in level order (level k is queue[level[k] .. level[k + 1])).
+  struct Side {
+    std::vector<std::uint32_t> stamp;
+    std::vector<std::int32_t> dist;
+    std::vector<NodeId> queue;
+    std::vector<std::size_t> level;
+  };
+
+  Route compute(NodeId src, NodeId dst);
+  // Grows both sides until they meet; the hop count, -1 when there is no route.
+  std::int32_t search(NodeId src, NodeId dst);
+  // Labels the next level of one side (forward: along out-links from `start`,
+  // the source; else along in-links from `start`, the destination), towards
+  // `end`; updates best_ where the sides meet.
+  void grow(bool forward, NodeId start, NodeId end);
+  // Marks the nodes at each position 0..hops of some shortest path.
+  void mark_positions(NodeId src, NodeId dst, std::int32_t hops);
+  void mark_towards_source(std::int32_t pos, NodeId src, NodeId dst);
+  void mark_towards_destination(std::int32_t pos, NodeId src, NodeId dst, std::int32_t hops);
+  // The links from `at` (at position pos) to position pos + 1, in Node::out order.
+  void next_hops(NodeId at, std::int32_t pos, NodeId dst);
+  // Every hop from n in `adj` to `to`, or every hop to a node `keep` accepts.
+  template <class Keep>
+  void hops_from(const Adjacency& adj, NodeId n, NodeId end, Keep&& keep,
+                 std::vector<Hop>& out) const;
+  void hops_to(const Adjacency& adj, NodeId n, NodeId to, std::vector<Hop>& out) const;
+  bool passable(NodeId n, NodeId src, NodeId dst) const {
+    return transit_[n] || n == src || n == dst;
+  }
+  bool labeled(const Side& s, NodeId n) const { return s.stamp[n] == generation_; }
+  bool at_position(NodeId n, std::int32_t pos) const {
+    return pos_stamp_[n] == generation_ && pos_[n] == pos;
+  }
+  void set_position(NodeId n, std::int32_t pos);
+
+  const Topology& topo_;
+  Adjacency out_, in_;  // in_: Hop::node is the link's source
   std::vector<std::uint8_t> transit_;
-  std::vector<OutLink> next_;  // scratch: a hop's candidates
   std::unordered_map<std::uint64_t, Route> cache_;
-  // BFS scratch, reused across searches: a node's label is valid when its
-  // stamp equals the current generation (no clearing per search).
-  std::vector<std::uint32_t> stamp_;
-  std::vector<std::int32_t> dist_;
-  std::vector<NodeId> queue_;
+  // Search scratch, reused across routes (no clearing: generation stamps).
+  Side fwd_, back_;
+  std::int32_t best_ = -1;
+  std::vector<std::uint32_t> pos_stamp_;
+  std::vector<std::int32_t> pos_;
+  std::vector<std::vector<NodeId>> at_pos_;  // [position] -> its marked nodes
+  std::vector<Hop> hops_;                    // scratch
   std::uint32_t generation_ = 0;
 };
 
