@@ -35,7 +35,7 @@ ThreadsGroup::~ThreadsGroup() {
 // Both ends may ask at once: one ring wins the slot, the loser's is dropped.
 // The winner is then pushed onto the receiver's inbound list.
 SpscRing& ThreadsGroup::create_ring(int from, int to) {
-  auto fresh = std::make_unique<SpscRing>(from);
+  auto fresh = std::make_unique<SpscRing>();
   auto& slot = rings_[static_cast<std::size_t>(from) * size_ + to];
   SpscRing* existing = nullptr;
   if (!slot.compare_exchange_strong(existing, fresh.get(), std::memory_order_acq_rel))

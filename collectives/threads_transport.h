@@ -31,11 +31,9 @@ struct SendDescriptor {
 class SpscRing {
  public:
   static constexpr std::uint32_t kCapacity = 128;  // 4 KiB per pair; a full ring defers the post
-  explicit SpscRing(int from) : from(from) {}
-  bool push(const SendDescriptor& d);  // false when full
-  bool pop(SendDescriptor& d);         // false when empty
+  bool push(const SendDescriptor& d);              // false when full
+  bool pop(SendDescriptor& d);                     // false when empty
 
-  const int from;                      // the sending rank
   SpscRing* next_inbound = nullptr;    // the receiver's previous ring; fixed once published
   std::deque<SendDescriptor> arrived;  // popped, not yet matched (receiver only)
 
