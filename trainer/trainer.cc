@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <optional>
+#include <system_error>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
@@ -357,6 +359,14 @@ TrainResult train_worker(coll::Communicator& comm, const TrainConfig& config, co
         fmt::format("--max-steps: must be 0 (all epochs) or more (got {})", config.max_steps));
   if (config.keep < 1)
     throw InvalidArgument(fmt::format("--keep: must be at least 1 (got {})", config.keep));
+  // Every task writes under these (workers into workertemp_<id>): made now, so
+  // a path that cannot be a directory fails before the training, not after.
+  for (const auto& [flag, dir] :
+       {std::pair{"--model-dir", config.model_dir}, std::pair{"--backup-dir", config.backup_dir}}) {
+    std::error_code ec;
+    if (!dir.empty() && !fs::create_directories(dir, ec) && ec)
+      throw IoError(fmt::format("{}: cannot create '{}': {}", flag, dir.string(), ec.message()));
+  }
   Job job(comm, config, task, log);
   return job.run();
 }
