@@ -165,6 +165,10 @@ void run_sim(const SimFlags& f) {
   if (lo < 1) throw InvalidArgument("-b/--minbytes: must be at least 1 byte");
   if (f.step_factor < 2) throw InvalidArgument("-f/--stepfactor: must be at least 2");
   if (f.chunks < 1) throw InvalidArgument("--chunks: must be at least 1");
+  if (f.group_size < 0 || (f.group_size > 0 && ranks % f.group_size != 0))
+    throw InvalidArgument(fmt::format(
+        "--group-size: {} does not divide the {} ranks (allowed: a divisor, or 0 for the default)",
+        f.group_size, ranks));
   check_writable(f.json_path, "--json");
   check_writable(f.trace_path, "--trace");
   const int group = group_size_for(f, topo, ranks);
