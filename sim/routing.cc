@@ -153,63 +153,43 @@ void Router::mark_positions(NodeId src, NodeId dst, std::int32_t hops) {
     const NodeId n = fwd_.queue[i];
     if (labeled(back_, n) && back_.dist[n] == hops - meet) set_position(n, meet);
   }
-  for (std::int32_t p = meet - 1; p >= 0; --p) mark_towards_source(p, src, dst);
-  for (std::int32_t p = meet + 1; p <= hops; ++p) mark_towards_destination(p, src, dst, hops);
+  for (std::int32_t p = meet - 1; p >= 0; --p)
+    mark_position(p, p + 1, fwd_, p, out_, in_, src, dst);
+  for (std::int32_t p = meet + 1; p <= hops; ++p)
+    mark_position(p, p - 1, back_, hops - p, in_, out_, dst, src);
 }
 
-// Position p: forward level p's nodes with a link into position p + 1.
-void Router::mark_towards_source(std::int32_t p, NodeId src, NodeId dst) {
-  std::size_t scan_level = 0, scan_next = 0;
-  for (std::size_t i = fwd_.level[p]; i < fwd_.level[p + 1]; ++i)
-    scan_level += out_.transit_degree(fwd_.queue[i]) + 1;
-  for (NodeId n : at_pos_[p + 1]) scan_next += in_.transit_degree(n) + 1;
-  const auto in_level = [&](NodeId n) {
-    return labeled(fwd_, n) && fwd_.dist[n] == p && !at_position(n, p);
-  };
-  if (scan_next < scan_level) {
-    for (NodeId next : at_pos_[p + 1]) {
+// Position p: the nodes of `side`'s level `level` joined by a link to
+// position q, the one marked before it (p + 1 towards the source, p - 1
+// towards the destination). `to_q` leads from a level node towards q and
+// `from_q` back; `start` is the side's own start, which a route may leave
+// though it is not transit, `end` the other side's. Scans whichever is
+// smaller: the level's links or position q's.
+void Router::mark_position(std::int32_t p, std::int32_t q, const Side& side, std::int32_t level,
+                           const Adjacency& to_q, const Adjacency& from_q, NodeId start,
+                           NodeId end) {
+  std::size_t scan_level = 0, scan_q = 0;
+  for (std::size_t i = side.level[level]; i < side.level[level + 1]; ++i)
+    scan_level += to_q.transit_degree(side.queue[i]) + 1;
+  for (NodeId n : at_pos_[q]) scan_q += from_q.transit_degree(n) + 1;
+  if (scan_q < scan_level) {
+    const auto in_level = [&](NodeId n) {
+      return labeled(side, n) && side.dist[n] == level && !at_position(n, p);
+    };
+    for (NodeId m : at_pos_[q]) {
       hops_.clear();
-      hops_from(in_, next, src, in_level, hops_);
+      hops_from(from_q, m, start, in_level, hops_);
       for (const Hop& h : hops_)
         if (!at_position(h.node, p)) set_position(h.node, p);
     }
     return;
   }
-  const auto on_next = [&](NodeId m) { return at_position(m, p + 1); };
-  for (std::size_t i = fwd_.level[p]; i < fwd_.level[p + 1]; ++i) {
-    const NodeId n = fwd_.queue[i];
-    if (n != src && !transit_[n]) continue;
+  const auto on_q = [&](NodeId m) { return at_position(m, q); };
+  for (std::size_t i = side.level[level]; i < side.level[level + 1]; ++i) {
+    const NodeId n = side.queue[i];
+    if (n != start && !transit_[n]) continue;
     hops_.clear();
-    hops_from(out_, n, dst, on_next, hops_);
-    if (!hops_.empty()) set_position(n, p);
-  }
-}
-
-// Position p: backward level hops - p's nodes with a link from position p - 1.
-void Router::mark_towards_destination(std::int32_t p, NodeId src, NodeId dst, std::int32_t hops) {
-  const std::int32_t d = hops - p;
-  std::size_t scan_level = 0, scan_prev = 0;
-  for (std::size_t i = back_.level[d]; i < back_.level[d + 1]; ++i)
-    scan_level += in_.transit_degree(back_.queue[i]) + 1;
-  for (NodeId n : at_pos_[p - 1]) scan_prev += out_.transit_degree(n) + 1;
-  const auto in_level = [&](NodeId n) {
-    return labeled(back_, n) && back_.dist[n] == d && !at_position(n, p);
-  };
-  if (scan_prev < scan_level) {
-    for (NodeId prev : at_pos_[p - 1]) {
-      hops_.clear();
-      hops_from(out_, prev, dst, in_level, hops_);
-      for (const Hop& h : hops_)
-        if (!at_position(h.node, p)) set_position(h.node, p);
-    }
-    return;
-  }
-  const auto on_previous = [&](NodeId m) { return at_position(m, p - 1); };
-  for (std::size_t i = back_.level[d]; i < back_.level[d + 1]; ++i) {
-    const NodeId n = back_.queue[i];
-    if (n != dst && !transit_[n]) continue;
-    hops_.clear();
-    hops_from(in_, n, src, on_previous, hops_);
+    hops_from(to_q, n, end, on_q, hops_);
     if (!hops_.empty()) set_position(n, p);
   }
 }

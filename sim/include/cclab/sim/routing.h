@@ -71,8 +71,8 @@ class Router {
   void grow(bool forward, NodeId start, NodeId end);
   // Marks the nodes at each position 0..hops of some shortest path.
   void mark_positions(NodeId src, NodeId dst, std::int32_t hops);
-  void mark_towards_source(std::int32_t pos, NodeId src, NodeId dst);
-  void mark_towards_destination(std::int32_t pos, NodeId src, NodeId dst, std::int32_t hops);
+  void mark_position(std::int32_t p, std::int32_t q, const Side& side, std::int32_t level,
+                     const Adjacency& to_q, const Adjacency& from_q, NodeId start, NodeId end);
   // The links from `at` (at position pos) to position pos + 1, in Node::out order.
   void next_hops(NodeId at, std::int32_t pos, NodeId dst);
   // Every hop from n in `adj` to `to`, or every hop to a node `keep` accepts.
