@@ -5,7 +5,10 @@
 // smallest fair share c_l / n_l; its unfrozen flows get exactly that rate and
 // freeze, and the share is subtracted from every link they cross. Each round
 // freezes at least one flow, so a component of F flows and L links takes at
-// most min(F, L) rounds of O(L) each.
+// most min(F, L) rounds of O(L) each. A round scans only the links that still
+// have unfrozen flows, in their first order (ties go to the earlier link), and
+// reads each one's share from a dense array kept up to date as flows freeze,
+// not from its 64-byte state.
 #include "cclab/sim/network.h"
 
 #include <algorithm>
@@ -46,7 +49,10 @@ void FlowList::erase(FlowId id) {
 }
 
 Network::Network(const Topology& topology, SimQueue& queue)
-    : topo_(topology), queue_(queue), links_(topology.num_links()) {
+    : topo_(topology),
+      queue_(queue),
+      links_(topology.num_links()),
+      fair_share_(topology.num_links(), 0) {
   for (std::size_t l = 0; l < links_.size(); ++l)
     links_[l].bw_bps = topology.link(static_cast<LinkId>(l)).bw_bps;
 }
@@ -169,21 +175,30 @@ void Network::fill_progressively() {
     flows_[comp_flows_[0]].rate = share;
     return;
   }
+  constexpr double kNone = std::numeric_limits<double>::infinity();  // no unfrozen flows
+  live_links_.clear();
   for (LinkId l : comp_links_) {
-    links_[l].residual = links_[l].bw_bps;
-    links_[l].unfrozen = static_cast<std::int32_t>(links_[l].flows.size());
+    LinkState& link = links_[l];
+    link.residual = link.bw_bps;
+    link.unfrozen = static_cast<std::int32_t>(link.flows.size());
+    fair_share_[l] = link.unfrozen > 0 ? link.residual / link.unfrozen : kNone;
+    if (link.unfrozen > 0) live_links_.push_back(l);
   }
   for (FlowId id : comp_flows_) flows_[id].rate = -1;  // -1: not frozen yet
   for (std::size_t frozen = 0; frozen < comp_flows_.size();) {
     LinkId tight = -1;
-    double share = std::numeric_limits<double>::infinity();
-    for (LinkId l : comp_links_) {
-      const LinkState& link = links_[l];
-      if (link.unfrozen > 0 && link.residual / link.unfrozen < share) {
-        share = link.residual / link.unfrozen;
+    double share = kNone;
+    std::size_t kept = 0;  // links whose flows all froze leave, the rest keep their order
+    for (std::size_t i = 0; i < live_links_.size(); ++i) {
+      const LinkId l = live_links_[i];
+      if (fair_share_[l] == kNone) continue;
+      live_links_[kept++] = l;
+      if (fair_share_[l] < share) {
+        share = fair_share_[l];
         tight = l;
       }
     }
+    live_links_.resize(kept);
     CCLAB_CHECK(tight >= 0, "progressive filling found no link to saturate");
     for (FlowId id : links_[tight].flows) {
       Flow& f = flows_[id];
@@ -191,8 +206,9 @@ void Network::fill_progressively() {
       f.rate = share;
       ++frozen;
       for (LinkId l : f.links()) {
-        links_[l].residual = std::max(0.0, links_[l].residual - share);
-        --links_[l].unfrozen;
+        LinkState& link = links_[l];
+        link.residual = std::max(0.0, link.residual - share);
+        fair_share_[l] = --link.unfrozen > 0 ? link.residual / link.unfrozen : kNone;
       }
     }
   }

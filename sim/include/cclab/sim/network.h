@@ -172,6 +172,10 @@ class Network {
   std::uint32_t stamp_ = 0;
   std::vector<double> old_rate_;
   std::vector<FlowId> seeds_;
+  // Progressive filling: the links with unfrozen flows, and per link
+  // residual / unfrozen (infinity when none is left).
+  std::vector<LinkId> live_links_;
+  std::vector<double> fair_share_;
 };
 
 }  // namespace cclab::sim
