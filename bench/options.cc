@@ -43,15 +43,20 @@ bool is_algorithm_name(std::string_view name) {
                      [&](Algorithm a) { return coll::algorithm_name(a) == name; });
 }
 
+// Why `name` is not an algorithm of `kind` that a sweep can time.
+std::string why_not_an_algo(std::string_view name, CollectiveKind kind) {
+  if (name == "auto") return "'auto' is not a row: a sweep times named algorithms";
+  if (is_algorithm_name(name))
+    return fmt::format("'{}' does not apply to {}", name, coll::collective_name(kind));
+  return fmt::format("unknown algorithm '{}'", name);
+}
+
 Algorithm parse_one_algo(std::string_view name, CollectiveKind kind) {
   const auto allowed = coll::algorithms_for(kind);
   for (auto a : allowed)
     if (coll::algorithm_name(a) == name) return a;
-  const auto what = is_algorithm_name(name) ? fmt::format("'{}' does not apply to {}", name,
-                                                          coll::collective_name(kind))
-                                            : fmt::format("unknown algorithm '{}'", name);
-  invalid("--algo", fmt::format("{} (allowed: {}, or all; {})", what, names_of(allowed),
-                                peer_names_for_help()));
+  invalid("--algo", fmt::format("{} (allowed: {}, or all; {})", why_not_an_algo(name, kind),
+                                names_of(allowed), peer_names_for_help()));
 }
 
 // The cross-group all-reduce of the hierarchical algorithm: any flat all-reduce.
