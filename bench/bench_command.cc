@@ -1,7 +1,6 @@
 #include "bench_command.h"
 
 #include <algorithm>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -100,19 +99,13 @@ void add_sweep_options(CLI::App& cmd, BenchFlags& f) {
   cmd.add_flag("--pin", f.pin, "Pin rank r to core r % cores (sched_setaffinity)");
 }
 
-// Fails before the sweep rather than after it.
-void check_writable(const std::string& path) {
-  if (!std::ofstream(path, std::ios::app))
-    throw IoError(fmt::format("--json: cannot open '{}' for writing", path));
-}
-
 // The sweep on a started backend; the exit status.
 int run_on(const BenchConfig& config, Backend& backend, std::ostream& out, std::ostream& err) {
   if (!backend.reports()) {
     run_sweep(config, backend);  // rank 0 prints; the others only take part
     return 0;
   }
-  if (!config.json_path.empty()) check_writable(config.json_path);
+  if (!config.json_path.empty()) require_writable(config.json_path, "--json");
   // Measured by rank 0 while the other ranks wait in a barrier, after they
   // have written their inputs (out of place up to 2 x 128 MiB each, which
   // made the start's ping-pong read 4 ms) and after the last size.

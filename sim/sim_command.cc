@@ -8,6 +8,7 @@
 #include <fstream>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -144,12 +145,6 @@ void write_json(const std::string& path, const SimFlags& f, const Topology& t, i
   if (!out) throw IoError(fmt::format("--json: cannot write '{}'", path));
 }
 
-// Fails before the simulation rather than after it.
-void check_writable(const std::string& path, const char* flag) {
-  if (!path.empty() && !std::ofstream(path, std::ios::app))
-    throw IoError(fmt::format("{}: cannot open '{}' for writing", flag, path));
-}
-
 void run_sim(const SimFlags& f) {
   const Topology topo = make_topology(f.topology);
   const int ranks = f.ranks > 0 ? f.ranks : static_cast<int>(topo.num_endpoints());
@@ -169,8 +164,8 @@ void run_sim(const SimFlags& f) {
     throw InvalidArgument(fmt::format(
         "--group-size: {} does not divide the {} ranks (allowed: a divisor, or 0 for the default)",
         f.group_size, ranks));
-  check_writable(f.json_path, "--json");
-  check_writable(f.trace_path, "--trace");
+  for (const auto& [path, flag] : {std::pair{&f.json_path, "--json"}, {&f.trace_path, "--trace"}})
+    if (!path->empty()) require_writable(*path, flag);
   const int group = group_size_for(f, topo, ranks);
   print_header(f, topo, ranks, group);
   std::vector<Row> rows;

@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace cclab {
 
@@ -49,6 +50,11 @@ class InternalError : public Error {
  public:
   using Error::Error;
 };
+
+// Throws IoError naming `flag` unless `path` opens for writing (created if
+// missing, never truncated): output files are checked before the work that
+// fills them, not after it.
+void require_writable(const std::string& path, std::string_view flag);
 
 namespace detail {
 [[noreturn]] void check_failed(const char* expr, const char* file, int line,
