@@ -75,14 +75,13 @@ class Router {
                      const Adjacency& to_q, const Adjacency& from_q, NodeId start, NodeId end);
   // The links from `at` (at position pos) to position pos + 1, in Node::out order.
   void next_hops(NodeId at, std::int32_t pos, NodeId dst);
-  // Every hop from n in `adj` to `to`, or every hop to a node `keep` accepts.
+  // Appends n's hops in `adj` to the transit nodes `keep` accepts, and to
+  // `end` (non-transit, looked up) if it accepts that.
   template <class Keep>
   void hops_from(const Adjacency& adj, NodeId n, NodeId end, Keep&& keep,
                  std::vector<Hop>& out) const;
+  // Appends every hop of n in `adj` to node `to` (parallel links: several).
   void hops_to(const Adjacency& adj, NodeId n, NodeId to, std::vector<Hop>& out) const;
-  bool passable(NodeId n, NodeId src, NodeId dst) const {
-    return transit_[n] || n == src || n == dst;
-  }
   bool labeled(const Side& s, NodeId n) const { return s.stamp[n] == generation_; }
   bool at_position(NodeId n, std::int32_t pos) const {
     return pos_stamp_[n] == generation_ && pos_[n] == pos;
