@@ -9,6 +9,7 @@
 
 #include "blocks.h"
 #include "cclab/collectives/error.h"
+#include "cclab/collectives/selector.h"
 
 namespace cclab::coll {
 namespace {
@@ -158,7 +159,10 @@ std::unique_ptr<Schedule> make_schedule(const CollectiveShape& shape, const Algo
                                         std::size_t elem_bytes) {
   AlgoConfig c = config;
   validate(shape, c);
-  if (c.algo == Algorithm::kAuto) c.algo = choose_algorithm(shape, elem_bytes);
+  if (c.algo == Algorithm::kAuto) {
+    c = select_algorithm(shape, elem_bytes, c).config;
+    validate(shape, c);
+  }
   using namespace detail;
   const int n = shape.ranks, chunks = c.chunks, root = shape.root;
   const auto count = shape.count;

@@ -14,7 +14,7 @@
 namespace cclab::coll {
 
 enum class Algorithm : std::uint8_t {
-  kAuto,             // chosen by choose_algorithm()
+  kAuto,             // chosen by select_algorithm() (selector.h)
   kRing,             // bandwidth-optimal ring (reduce-scatter + all-gather); chain broadcast
   kTree,             // double binary tree all-reduce; binomial-tree broadcast
   kHalvingDoubling,  // Rabenseifner: recursive halving + recursive doubling
@@ -48,8 +48,9 @@ bool supports(CollectiveKind kind, Algorithm a);
 // sqrt(ranks), so a prime rank count gives a single group.
 int default_group_size(int ranks);
 
-// A simple size rule until the topology-aware selector lands: one-shot for
-// small messages, ring otherwise. Never returns kAuto.
+// The built-in size rule select_algorithm() falls back on without a tuning
+// table for the call: one-shot for small messages, ring otherwise (tree and
+// ring for broadcast). Never returns kAuto.
 Algorithm choose_algorithm(const CollectiveShape& shape, std::size_t elem_bytes);
 
 // Validates the pair and builds the schedule; throws InvalidArgument naming the

@@ -1,0 +1,317 @@
+#include "cclab/collectives/selector.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cclab/collectives/error.h"
+
+namespace cclab::coll {
+namespace {
+
+using nlohmann::json;
+
+// 1048576 -> "1 MiB", 1000 -> "1000 B": sizes as people write them.
+std::string bytes_label(std::uint64_t b) {
+  constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (u < 4 && b >= 1024 && b % 1024 == 0) b /= 1024, ++u;
+  return fmt::format("{} {}", b, kUnits[u]);
+}
+
+[[noreturn]] void bad_field(const std::string& source, const std::string& field,
+                            const std::string& why) {
+  throw InvalidArgument(fmt::format("tuning table '{}': {}: {}", source, field, why));
+}
+
+// The value of `key` in `obj` as T, or an error naming `field`.
+template <typename T>
+T field_as(const json& obj, const char* key, const std::string& field, const std::string& source,
+           const char* expected) {
+  const auto it = obj.find(key);
+  if (it == obj.end()) bad_field(source, field, "missing field");
+  try {
+    return it->get<T>();
+  } catch (const json::exception&) {
+    bad_field(source, field, fmt::format("expected {}, got {}", expected, it->dump()));
+  }
+}
+
+TuningBand parse_band(const json& b, const std::string& field, const std::string& source) {
+  if (!b.is_object()) bad_field(source, field, "expected an object");
+  TuningBand band;
+  band.min_bytes =
+      field_as<std::uint64_t>(b, "min_bytes", field + ".min_bytes", source, "a byte count");
+  const auto algo = field_as<std::string>(b, "algo", field + ".algo", source, "a string");
+  band.algo = parse_algorithm(algo, fmt::format("tuning table '{}': {}.algo", source, field));
+  if (band.algo == Algorithm::kAuto || !supports(CollectiveKind::kAllReduce, band.algo))
+    bad_field(source, field + ".algo", fmt::format("'{}' is not an all-reduce algorithm", algo));
+  band.chunks = field_as<int>(b, "chunks", field + ".chunks", source, "an integer");
+  if (band.chunks < 1) bad_field(source, field + ".chunks", "must be at least 1");
+  if (b.contains("predicted_at_bytes"))
+    band.predicted_at = field_as<std::uint64_t>(
+        b, "predicted_at_bytes", field + ".predicted_at_bytes", source, "a byte count");
+  if (const auto p = b.find("predicted_us"); p != b.end()) {
+    if (!p->is_object()) bad_field(source, field + ".predicted_us", "expected an object");
+    for (const auto& [label, us] : p->items()) {
+      if (!us.is_number())
+        bad_field(source, fmt::format("{}.predicted_us.{}", field, label), "expected a number");
+      band.predicted.push_back({label, us.get<double>()});
+    }
+    std::stable_sort(
+        band.predicted.begin(), band.predicted.end(),
+        [](const Prediction& a, const Prediction& b) { return a.time_us < b.time_us; });
+  }
+  return band;
+}
+
+std::string builtin_rule(const CollectiveShape& shape) {
+  if (shape.kind == CollectiveKind::kBroadcast)
+    return "built-in size rule: tree up to 64 KiB, else ring";
+  return "built-in size rule: direct while (ranks-1) x bytes is at most 64 KiB, else ring";
+}
+
+// The band's predictions: its winner, then the fastest of up to three other
+// algorithms, with how much slower each is.
+std::string explain_band(const TuningBand& band) {
+  const auto shown = fastest_per_algorithm(band.predicted);
+  if (shown.empty()) return "no predictions recorded";
+  std::string out = fmt::format("at {}: ", bytes_label(band.predicted_at));
+  for (std::size_t i = 0; i < shown.size() && i < 4; ++i) {
+    const auto& p = shown[i];
+    out += fmt::format("{}{} {:.2f} us", i == 0 ? "" : ", ", p.candidate, p.time_us);
+    if (i > 0 && shown[0].time_us > 0)
+      out += fmt::format(" (+{:.0f}%)", 100 * (p.time_us / shown[0].time_us - 1));
+  }
+  return out;
+}
+
+Selection from_table(const CollectiveShape& shape, std::size_t elem_bytes,
+                     const AlgoConfig& requested, const TuningTable& t) {
+  const std::uint64_t bytes = shape.count * elem_bytes;
+  const TuningBand* band = t.band_for(bytes);
+  CCLAB_CHECK(band != nullptr, "a tuning table without a band at 0 bytes");
+  Selection s{requested, {}};
+  s.config.algo = band->algo;
+  s.config.chunks = band->chunks;
+  if (band->algo == Algorithm::kHierarchical && requested.group_size == 0)
+    s.config.group_size = t.group_size;
+  s.reason = fmt::format("tuning table '{}' ({} ranks, {}), band from {}; {}", t.source, t.ranks,
+                         t.topology, bytes_label(band->min_bytes), explain_band(*band));
+  return s;
+}
+
+SelectorSettings read_env() {
+  SelectorSettings s;
+  if (const char* algo = std::getenv("CCLAB_ALGO"); algo != nullptr && *algo != '\0') {
+    s.forced = parse_candidate(algo, "CCLAB_ALGO");
+    if (s.forced->algo == Algorithm::kAuto) s.forced.reset();
+  }
+  if (const char* path = std::getenv("CCLAB_TUNING"); path != nullptr && *path != '\0') {
+    try {
+      s.table = std::make_shared<const TuningTable>(load_tuning_table(path));
+    } catch (const Error& e) {
+      throw InvalidArgument(fmt::format("CCLAB_TUNING: {}", e.what()));
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+std::vector<Prediction> fastest_per_algorithm(const std::vector<Prediction>& fastest_first) {
+  std::vector<Prediction> out;
+  for (const auto& p : fastest_first) {
+    const auto algo = p.candidate.substr(0, p.candidate.find(':'));
+    const bool seen = std::any_of(out.begin(), out.end(), [&](const Prediction& q) {
+      return q.candidate.substr(0, q.candidate.find(':')) == algo;
+    });
+    if (!seen) out.push_back(p);
+  }
+  return out;
+}
+
+const TuningBand* TuningTable::band_for(std::uint64_t bytes) const {
+  const auto after =
+      std::upper_bound(bands.begin(), bands.end(), bytes,
+                       [](std::uint64_t b, const TuningBand& band) { return b < band.min_bytes; });
+  return after == bands.begin() ? nullptr : &*(after - 1);
+}
+
+std::string candidate_label(Algorithm a, int chunks) {
+  return chunks > 1 ? fmt::format("{}:{}", algorithm_name(a), chunks)
+                    : std::string(algorithm_name(a));
+}
+
+AlgoConfig parse_candidate(const std::string& text, const std::string& what) {
+  AlgoConfig c;
+  const auto colon = text.find(':');
+  c.algo = parse_algorithm(text.substr(0, colon), what);
+  if (colon == std::string::npos) return c;
+  const std::string digits = text.substr(colon + 1);
+  const bool numeric =
+      !digits.empty() && digits.size() <= 6 &&
+      std::all_of(digits.begin(), digits.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+  c.chunks = numeric ? std::stoi(digits) : 0;
+  if (c.chunks < 1)
+    throw InvalidArgument(fmt::format(
+        "{}: malformed chunks in '{}' (allowed: ALGO or ALGO:CHUNKS, CHUNKS from 1, e.g. ring:4)",
+        what, text));
+  return c;
+}
+
+TuningTable parse_tuning_table(const std::string& json_text, const std::string& source) {
+  json doc;
+  try {
+    doc = json::parse(json_text);
+  } catch (const json::parse_error& e) {
+    throw InvalidArgument(fmt::format("tuning table '{}': not JSON ({})", source, e.what()));
+  }
+  if (!doc.is_object()) bad_field(source, "(top level)", "expected an object");
+  TuningTable t;
+  t.source = source;
+  const auto kind = field_as<std::string>(doc, "collective", "collective", source, "a string");
+  if (kind != "allreduce")
+    bad_field(source, "collective", fmt::format("'{}' (allowed: allreduce)", kind));
+  t.topology = field_as<std::string>(doc, "topology", "topology", source, "a string");
+  t.ranks = field_as<int>(doc, "ranks", "ranks", source, "an integer");
+  if (t.ranks < 1) bad_field(source, "ranks", "must be at least 1");
+  t.group_size = field_as<int>(doc, "group_size", "group_size", source, "an integer");
+  if (t.group_size < 0 || (t.group_size > 0 && t.ranks % t.group_size != 0))
+    bad_field(source, "group_size",
+              fmt::format("{} does not divide the {} ranks (allowed: a divisor, or 0)",
+                          t.group_size, t.ranks));
+  const auto bands = doc.find("bands");
+  if (bands == doc.end() || !bands->is_array() || bands->empty())
+    bad_field(source, "bands", "expected a non-empty array");
+  for (std::size_t i = 0; i < bands->size(); ++i) {
+    const std::string field = fmt::format("bands[{}]", i);
+    t.bands.push_back(parse_band((*bands)[i], field, source));
+    const std::uint64_t min = t.bands.back().min_bytes;
+    if (i == 0 && min != 0) bad_field(source, field + ".min_bytes", "the first band starts at 0");
+    if (i > 0 && min <= t.bands[i - 1].min_bytes)
+      bad_field(
+          source, field + ".min_bytes",
+          fmt::format("{} is not above the previous band's {}", min, t.bands[i - 1].min_bytes));
+  }
+  return t;
+}
+
+TuningTable load_tuning_table(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw IoError(fmt::format("tuning table '{}': cannot open it for reading", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_tuning_table(text.str(), path);
+}
+
+std::string tuning_table_json(const TuningTable& t) {
+  json bands = json::array();
+  for (const auto& b : t.bands) {
+    json predicted = json::object();
+    for (const auto& p : b.predicted) predicted[p.candidate] = p.time_us;
+    bands.push_back({{"min_bytes", b.min_bytes},
+                     {"algo", algorithm_name(b.algo)},
+                     {"chunks", b.chunks},
+                     {"predicted_at_bytes", b.predicted_at},
+                     {"predicted_us", std::move(predicted)}});
+  }
+  const json doc = {{"tool", "cclab sim --tune"}, {"collective", "allreduce"},
+                    {"topology", t.topology},     {"ranks", t.ranks},
+                    {"group_size", t.group_size}, {"bands", std::move(bands)}};
+  return doc.dump(2) + "\n";
+}
+
+TuningTable tuning_table_from_times(const std::vector<TimedCandidate>& times) {
+  std::vector<std::uint64_t> sizes;
+  for (const auto& t : times) sizes.push_back(t.bytes);
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  TuningTable table;
+  for (const std::uint64_t bytes : sizes) {
+    const TimedCandidate* best = nullptr;
+    TuningBand band;
+    for (const auto& t : times) {
+      if (t.bytes != bytes) continue;
+      band.predicted.push_back({candidate_label(t.algo, t.chunks), t.time_us});
+      if (best == nullptr || t.time_us < best->time_us) best = &t;
+    }
+    std::stable_sort(
+        band.predicted.begin(), band.predicted.end(),
+        [](const Prediction& a, const Prediction& b) { return a.time_us < b.time_us; });
+    const bool same = !table.bands.empty() && table.bands.back().algo == best->algo &&
+                      table.bands.back().chunks == best->chunks;
+    if (same) continue;
+    band.min_bytes = table.bands.empty() ? 0 : bytes;
+    band.predicted_at = bytes;
+    band.algo = best->algo;
+    band.chunks = best->chunks;
+    table.bands.push_back(std::move(band));
+  }
+  return table;
+}
+
+std::string describe_bands(const TuningTable& table, const std::string& prefix) {
+  std::string out;
+  for (const auto& band : table.bands) {
+    const auto p = fastest_per_algorithm(band.predicted);
+    std::string at = "no times recorded";
+    if (!p.empty()) at = fmt::format("at {} B: {:.2f} us; ", band.predicted_at, p[0].time_us);
+    if (p.size() > 1)
+      at += fmt::format("next {} {:.2f} us, +{:.0f}%", p[1].candidate, p[1].time_us,
+                        100 * (p[1].time_us / p[0].time_us - 1));
+    else if (!p.empty())
+      at += "no other algorithm";
+    out += fmt::format("{}from {:>11} B: {:<10} ({})\n", prefix, band.min_bytes,
+                       candidate_label(band.algo, band.chunks), at);
+  }
+  return out;
+}
+
+const SelectorSettings& selector_settings_from_env() {
+  static const SelectorSettings settings = read_env();  // a throw retries next call
+  return settings;
+}
+
+Selection select_algorithm(const CollectiveShape& shape, std::size_t elem_bytes,
+                           const AlgoConfig& requested, const SelectorSettings& settings) {
+  Selection s{requested, {}};
+  if (requested.algo != Algorithm::kAuto) {
+    s.reason = "requested by the caller";
+    return s;
+  }
+  if (settings.forced && supports(shape.kind, settings.forced->algo)) {
+    s.config.algo = settings.forced->algo;
+    s.config.chunks = settings.forced->chunks;
+    s.reason = fmt::format("CCLAB_ALGO={}",
+                           candidate_label(settings.forced->algo, settings.forced->chunks));
+    return s;
+  }
+  const TuningTable* t = settings.table.get();
+  if (t != nullptr && shape.kind == CollectiveKind::kAllReduce && t->ranks == shape.ranks)
+    return from_table(shape, elem_bytes, requested, *t);
+  s.config.algo = choose_algorithm(shape, elem_bytes);
+  std::string why;
+  if (settings.forced)
+    why = fmt::format("CCLAB_ALGO={} does not implement {}; ",
+                      algorithm_name(settings.forced->algo), collective_name(shape.kind));
+  if (t != nullptr && shape.kind != CollectiveKind::kAllReduce)
+    why += fmt::format("tuning table '{}' covers all-reduce only; ", t->source);
+  else if (t != nullptr)
+    why += fmt::format("tuning table '{}' is for {} ranks, not {}; ", t->source, t->ranks,
+                       shape.ranks);
+  s.reason = why + builtin_rule(shape);
+  return s;
+}
+
+Selection select_algorithm(const CollectiveShape& shape, std::size_t elem_bytes,
+                           const AlgoConfig& requested) {
+  if (requested.algo != Algorithm::kAuto) return {requested, "requested by the caller"};
+  return select_algorithm(shape, elem_bytes, requested, selector_settings_from_env());
+}
+
+}  // namespace cclab::coll

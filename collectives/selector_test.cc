@@ -1,0 +1,278 @@
+// The selector: labels, tuning tables (built, written, read, refused) and the
+// order in which a call's choice, CCLAB_ALGO, a table and the built-in rule win.
+#include "cclab/collectives/selector.h"
+
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "cclab/collectives/error.h"
+
+namespace cclab::coll {
+namespace {
+
+template <typename Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Selector, CandidateLabelsRoundTrip) {
+  for (auto a : algorithms_for(CollectiveKind::kAllReduce))
+    for (int chunks : {1, 2, 16}) {
+      const AlgoConfig c = parse_candidate(candidate_label(a, chunks), "X");
+      EXPECT_EQ(c.algo, a);
+      EXPECT_EQ(c.chunks, chunks);
+    }
+  EXPECT_EQ(candidate_label(Algorithm::kRing, 1), "ring");
+  EXPECT_EQ(candidate_label(Algorithm::kHalvingDoubling, 4), "hd:4");
+}
+
+TEST(Selector, MalformedCandidatesNameTheVariable) {
+  EXPECT_EQ(error_of([] { parse_candidate("fast", "CCLAB_ALGO"); }),
+            "CCLAB_ALGO: unknown algorithm 'fast' (allowed: ring, tree, hd, hier, direct, auto)");
+  for (const char* bad : {"ring:0", "ring:", "ring:x", "ring:-2", "ring:99999999"})
+    EXPECT_NE(error_of([&] {
+                parse_candidate(bad, "CCLAB_ALGO");
+              }).find(fmt::format("CCLAB_ALGO: malformed chunks in '{}'", bad)),
+              std::string::npos)
+        << bad;
+}
+
+TEST(Selector, BandsFromTimesKeepEachSizesFastest) {
+  // Sizes 1K..64K: direct wins twice, then hd, then ring; ties go to the first.
+  const std::vector<TimedCandidate> times = {{1024, Algorithm::kRing, 1, 9},
+                                             {1024, Algorithm::kDirect, 1, 2},
+                                             {1024, Algorithm::kHalvingDoubling, 1, 5},
+                                             {4096, Algorithm::kRing, 1, 9},
+                                             {4096, Algorithm::kDirect, 1, 3},
+                                             {4096, Algorithm::kHalvingDoubling, 1, 3},
+                                             {16384, Algorithm::kRing, 4, 9},
+                                             {16384, Algorithm::kDirect, 1, 8},
+                                             {16384, Algorithm::kHalvingDoubling, 1, 6},
+                                             {65536, Algorithm::kRing, 4, 10},
+                                             {65536, Algorithm::kDirect, 1, 30},
+                                             {65536, Algorithm::kHalvingDoubling, 1, 11}};
+  const TuningTable t = tuning_table_from_times(times);
+  ASSERT_EQ(t.bands.size(), 3u);
+  EXPECT_EQ(t.bands[0].min_bytes, 0u);
+  EXPECT_EQ(t.bands[0].algo, Algorithm::kDirect);
+  EXPECT_EQ(t.bands[0].predicted_at, 1024u);
+  EXPECT_EQ(t.bands[1].min_bytes, 16384u);
+  EXPECT_EQ(t.bands[1].algo, Algorithm::kHalvingDoubling);
+  EXPECT_EQ(t.bands[2].min_bytes, 65536u);
+  EXPECT_EQ(t.bands[2].algo, Algorithm::kRing);
+  EXPECT_EQ(t.bands[2].chunks, 4);
+  ASSERT_EQ(t.bands[2].predicted.size(), 3u);
+  EXPECT_EQ(t.bands[2].predicted[1].candidate, "hd");  // fastest first
+  EXPECT_EQ(t.band_for(0)->algo, Algorithm::kDirect);
+  EXPECT_EQ(t.band_for(16383)->algo, Algorithm::kDirect);
+  EXPECT_EQ(t.band_for(16384)->algo, Algorithm::kHalvingDoubling);
+  EXPECT_EQ(t.band_for(std::uint64_t{1} << 40)->algo, Algorithm::kRing);
+}
+
+// Random times: at every size between and beyond the samples, the table's
+// choice is a naive argmin over the largest sample at or below it (the first
+// sample below them all).
+TEST(Selector, BandLookupMatchesANaiveArgmin) {
+  const std::vector<AlgoConfig> cands = {{Algorithm::kRing, 1},   {Algorithm::kRing, 4},
+                                         {Algorithm::kTree, 2},   {Algorithm::kHalvingDoubling, 1},
+                                         {Algorithm::kDirect, 1}, {Algorithm::kHierarchical, 1}};
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> time(1, 6);  // few values: ties happen
+  for (int trial = 0; trial < 50; ++trial) {
+    std::vector<std::uint64_t> sizes;
+    std::vector<TimedCandidate> times;
+    for (std::uint64_t s = 64; s <= (1u << 24); s *= 4) {
+      sizes.push_back(s);
+      for (const auto& c : cands) times.push_back({s, c.algo, c.chunks, double(time(rng))});
+    }
+    const TuningTable t = tuning_table_from_times(times);
+    const auto naive = [&](std::uint64_t bytes) {
+      std::uint64_t at = sizes.front();
+      for (auto s : sizes)
+        if (s <= bytes) at = s;
+      const TimedCandidate* best = nullptr;
+      for (const auto& x : times)
+        if (x.bytes == at && (best == nullptr || x.time_us < best->time_us)) best = &x;
+      return candidate_label(best->algo, best->chunks);
+    };
+    for (std::uint64_t bytes = 1; bytes <= (1u << 26); bytes = bytes * 3 + 1) {
+      const TuningBand* b = t.band_for(bytes);
+      ASSERT_NE(b, nullptr);
+      ASSERT_EQ(candidate_label(b->algo, b->chunks), naive(bytes)) << bytes << " B";
+    }
+    for (std::size_t i = 1; i < t.bands.size(); ++i) {
+      EXPECT_GT(t.bands[i].min_bytes, t.bands[i - 1].min_bytes);
+      EXPECT_NE(candidate_label(t.bands[i].algo, t.bands[i].chunks),
+                candidate_label(t.bands[i - 1].algo, t.bands[i - 1].chunks));
+    }
+  }
+}
+
+TuningTable example_table() {
+  TuningTable t = tuning_table_from_times({{1024, Algorithm::kDirect, 1, 2},
+                                           {1024, Algorithm::kRing, 1, 5},
+                                           {1 << 20, Algorithm::kDirect, 1, 900},
+                                           {1 << 20, Algorithm::kHierarchical, 1, 300},
+                                           {1 << 20, Algorithm::kRing, 4, 400}});
+  t.source = "example.json";
+  t.topology = "switch:n=8";
+  t.ranks = 8;
+  t.group_size = 4;
+  return t;
+}
+
+TEST(Selector, TableJsonRoundTrips) {
+  const TuningTable t = example_table();
+  const TuningTable back = parse_tuning_table(tuning_table_json(t), "again.json");
+  EXPECT_EQ(back.source, "again.json");
+  EXPECT_EQ(back.topology, t.topology);
+  EXPECT_EQ(back.ranks, 8);
+  EXPECT_EQ(back.group_size, 4);
+  ASSERT_EQ(back.bands.size(), t.bands.size());
+  for (std::size_t i = 0; i < t.bands.size(); ++i) {
+    EXPECT_EQ(back.bands[i].min_bytes, t.bands[i].min_bytes);
+    EXPECT_EQ(back.bands[i].algo, t.bands[i].algo);
+    EXPECT_EQ(back.bands[i].chunks, t.bands[i].chunks);
+    EXPECT_EQ(back.bands[i].predicted_at, t.bands[i].predicted_at);
+    ASSERT_EQ(back.bands[i].predicted.size(), t.bands[i].predicted.size());
+    for (std::size_t j = 0; j < t.bands[i].predicted.size(); ++j) {
+      EXPECT_EQ(back.bands[i].predicted[j].candidate, t.bands[i].predicted[j].candidate);
+      EXPECT_DOUBLE_EQ(back.bands[i].predicted[j].time_us, t.bands[i].predicted[j].time_us);
+    }
+  }
+}
+
+TEST(Selector, BadTablesNameTheFileAndTheField) {
+  const std::string good = tuning_table_json(example_table());
+  const auto with = [&](const std::string& from, const std::string& to) {
+    std::string s = good;
+    const auto at = s.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return s.replace(at, from.size(), to);
+  };
+  const auto err = [](const std::string& text) {
+    return error_of([&] { parse_tuning_table(text, "t.json"); });
+  };
+  EXPECT_NE(err("{").find("tuning table 't.json': not JSON"), std::string::npos);
+  EXPECT_EQ(err("[]"), "tuning table 't.json': (top level): expected an object");
+  EXPECT_EQ(err(with("\"ranks\": 8", "\"ranks\": 0")),
+            "tuning table 't.json': ranks: must be at least 1");
+  EXPECT_EQ(err(with("\"ranks\": 8", "\"rank\": 8")),
+            "tuning table 't.json': ranks: missing field");
+  EXPECT_EQ(err(with("\"ranks\": 8", "\"ranks\": \"8\"")),
+            "tuning table 't.json': ranks: expected an integer, got \"8\"");
+  EXPECT_EQ(err(with("\"group_size\": 4", "\"group_size\": 3")),
+            "tuning table 't.json': group_size: 3 does not divide the 8 ranks (allowed: a "
+            "divisor, or 0)");
+  EXPECT_EQ(err(with("\"allreduce\"", "\"broadcast\"")),
+            "tuning table 't.json': collective: 'broadcast' (allowed: allreduce)");
+  EXPECT_EQ(err(with("\"algo\": \"direct\"", "\"algo\": \"fast\"")),
+            "tuning table 't.json': bands[0].algo: unknown algorithm 'fast' (allowed: ring, "
+            "tree, hd, hier, direct, auto)");
+  EXPECT_EQ(err(with("\"algo\": \"direct\"", "\"algo\": \"auto\"")),
+            "tuning table 't.json': bands[0].algo: 'auto' is not an all-reduce algorithm");
+  EXPECT_EQ(err(with("\"chunks\": 1", "\"chunks\": 0")),
+            "tuning table 't.json': bands[0].chunks: must be at least 1");
+  EXPECT_EQ(err(with("\"min_bytes\": 0", "\"min_bytes\": 5")),
+            "tuning table 't.json': bands[0].min_bytes: the first band starts at 0");
+  EXPECT_EQ(err(with("\"min_bytes\": 1048576", "\"min_bytes\": 0")),
+            "tuning table 't.json': bands[1].min_bytes: 0 is not above the previous band's 0");
+  EXPECT_EQ(err(with("\"hier\": 300.0", "\"hier\": \"fast\"")),
+            "tuning table 't.json': bands[1].predicted_us.hier: expected a number");
+  EXPECT_EQ(err(R"({"collective": "allreduce", "topology": "x", "ranks": 2, "group_size": 0,
+                   "bands": []})"),
+            "tuning table 't.json': bands: expected a non-empty array");
+  EXPECT_EQ(error_of([] { load_tuning_table("/nonexistent/t.json"); }),
+            "tuning table '/nonexistent/t.json': cannot open it for reading");
+}
+
+const CollectiveShape kAllReduce8{CollectiveKind::kAllReduce, 8, 1 << 18, 0};  // 1 MiB of f32
+
+TEST(Selector, ACallsOwnChoiceWinsOverEverything) {
+  SelectorSettings s;
+  s.forced = AlgoConfig{Algorithm::kTree, 2};
+  s.table = std::make_shared<const TuningTable>(example_table());
+  const Selection sel = select_algorithm(kAllReduce8, 4, {Algorithm::kDirect, 3}, s);
+  EXPECT_EQ(sel.config.algo, Algorithm::kDirect);
+  EXPECT_EQ(sel.config.chunks, 3);
+  EXPECT_EQ(sel.reason, "requested by the caller");
+}
+
+TEST(Selector, ForcedChoiceWinsOverTheTable) {
+  SelectorSettings s;
+  s.forced = AlgoConfig{Algorithm::kTree, 2};
+  s.table = std::make_shared<const TuningTable>(example_table());
+  const Selection sel = select_algorithm(kAllReduce8, 4, {}, s);
+  EXPECT_EQ(sel.config.algo, Algorithm::kTree);
+  EXPECT_EQ(sel.config.chunks, 2);
+  EXPECT_EQ(sel.reason, "CCLAB_ALGO=tree:2");
+  // Broadcast has no hd: the forced choice does not apply, and says so.
+  s.table.reset();
+  s.forced = AlgoConfig{Algorithm::kHalvingDoubling, 1};
+  const Selection b = select_algorithm({CollectiveKind::kBroadcast, 8, 100, 0}, 4, {}, s);
+  EXPECT_EQ(b.config.algo, Algorithm::kTree);
+  EXPECT_EQ(b.reason,
+            "CCLAB_ALGO=hd does not implement broadcast; built-in size rule: tree up to 64 KiB, "
+            "else ring");
+}
+
+TEST(Selector, TableChoosesByBandAndExplains) {
+  SelectorSettings s;
+  s.table = std::make_shared<const TuningTable>(example_table());
+  const Selection small = select_algorithm({CollectiveKind::kAllReduce, 8, 256, 0}, 4, {}, s);
+  EXPECT_EQ(small.config.algo, Algorithm::kDirect);
+  EXPECT_EQ(small.reason,
+            "tuning table 'example.json' (8 ranks, switch:n=8), band from 0 B; at 1 KiB: "
+            "direct 2.00 us, ring 5.00 us (+150%)");
+  const Selection big = select_algorithm(kAllReduce8, 4, {}, s);
+  EXPECT_EQ(big.config.algo, Algorithm::kHierarchical);
+  EXPECT_EQ(big.config.group_size, 4);  // the table's, as the call left it at 0
+  EXPECT_EQ(big.reason,
+            "tuning table 'example.json' (8 ranks, switch:n=8), band from 1 MiB; at 1 MiB: "
+            "hier 300.00 us, ring:4 400.00 us (+33%), direct 900.00 us (+200%)");
+  // A group the call knows (hosts at rendezvous) stays.
+  AlgoConfig hosts;
+  hosts.group_size = 2;
+  EXPECT_EQ(select_algorithm(kAllReduce8, 4, hosts, s).config.group_size, 2);
+  // Bytes, not elements: 1 MiB of f64 is 128 Ki elements.
+  EXPECT_EQ(select_algorithm({CollectiveKind::kAllReduce, 8, 1 << 17, 0}, 8, {}, s).config.algo,
+            Algorithm::kHierarchical);
+}
+
+TEST(Selector, TableForOtherCallsFallsBackToTheBuiltInRule) {
+  SelectorSettings s;
+  s.table = std::make_shared<const TuningTable>(example_table());
+  const Selection other_ranks =
+      select_algorithm({CollectiveKind::kAllReduce, 4, 1 << 18, 0}, 4, {}, s);
+  EXPECT_EQ(other_ranks.config.algo, Algorithm::kRing);
+  EXPECT_EQ(other_ranks.reason,
+            "tuning table 'example.json' is for 8 ranks, not 4; built-in size rule: direct "
+            "while (ranks-1) x bytes is at most 64 KiB, else ring");
+  const Selection gather = select_algorithm({CollectiveKind::kAllGather, 8, 16, 0}, 4, {}, s);
+  EXPECT_EQ(gather.config.algo, Algorithm::kDirect);
+  EXPECT_NE(gather.reason.find("covers all-reduce only"), std::string::npos);
+  EXPECT_EQ(select_algorithm(kAllReduce8, 4, {}, SelectorSettings{}).config.algo,
+            choose_algorithm(kAllReduce8, 4));
+}
+
+TEST(Selector, MakeScheduleRunsTheSelection) {
+  // No CCLAB_ALGO or CCLAB_TUNING in the test's environment: the built-in rule.
+  ASSERT_EQ(std::getenv("CCLAB_ALGO"), nullptr);
+  ASSERT_EQ(std::getenv("CCLAB_TUNING"), nullptr);
+  EXPECT_EQ(make_schedule({CollectiveKind::kAllReduce, 4, 16, 0}, {})->name(), "direct");
+  EXPECT_EQ(make_schedule(kAllReduce8, {})->name(), "ring");
+}
+
+}  // namespace
+}  // namespace cclab::coll
