@@ -93,6 +93,9 @@ void add_sweep_options(CLI::App& cmd, BenchFlags& f) {
       ->capture_default_str();
   cmd.add_option("-c,--check", f.check, "Check results (1) or not (0)")->capture_default_str();
   cmd.add_option("--json", f.json_path, "Also write the results to this JSON file");
+  cmd.add_option("--tune", f.tune_path,
+                 "allreduce: write a tuning table (our fastest algorithm per measured size) to "
+                 "this file, for CCLAB_TUNING");
   cmd.add_flag("--compare", f.compare,
                "A line per size: our best algorithm vs the best peer (needs a peer in --algo; "
                "with stream in --algo, both also as multiples of the stream's time)");
@@ -106,6 +109,7 @@ int run_on(const BenchConfig& config, Backend& backend, std::ostream& out, std::
     return 0;
   }
   if (!config.json_path.empty()) require_writable(config.json_path, "--json");
+  if (!config.tune_path.empty()) require_writable(config.tune_path, "--tune");
   // Measured by rank 0 while the other ranks wait in a barrier, after they
   // have written their inputs (out of place up to 2 x 128 MiB each, which
   // made the start's ping-pong read 4 ms) and after the last size.
@@ -117,6 +121,7 @@ int run_on(const BenchConfig& config, Backend& backend, std::ostream& out, std::
   out.flush();
   if (!config.json_path.empty()) write_json(config.json_path, to_json(config, rows, speed));
   const auto wrong = total_wrong(rows);
+  if (!config.tune_path.empty() && wrong == 0) write_tuning_table(out, config, rows);
   if (wrong == 0) return 0;
   err << fmt::format("cclab: bench: {} wrong elements (see #wrong)\n", wrong);
   return 1;

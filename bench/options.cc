@@ -45,17 +45,18 @@ bool is_algorithm_name(std::string_view name) {
 
 // Why `name` is not an algorithm of `kind` that a sweep can time.
 std::string why_not_an_algo(std::string_view name, CollectiveKind kind) {
-  if (name == "auto") return "'auto' is not a row: a sweep times named algorithms";
   if (is_algorithm_name(name))
     return fmt::format("'{}' does not apply to {}", name, coll::collective_name(kind));
   return fmt::format("unknown algorithm '{}'", name);
 }
 
+// `auto` is a row too: the selector's choice per size (selector.h).
 Algorithm parse_one_algo(std::string_view name, CollectiveKind kind) {
   const auto allowed = coll::algorithms_for(kind);
   for (auto a : allowed)
     if (coll::algorithm_name(a) == name) return a;
-  invalid("--algo", fmt::format("{} (allowed: {}, or all; {})", why_not_an_algo(name, kind),
+  if (name == "auto") return Algorithm::kAuto;
+  invalid("--algo", fmt::format("{} (allowed: {}, auto, or all; {})", why_not_an_algo(name, kind),
                                 names_of(allowed), peer_names_for_help()));
 }
 
@@ -253,6 +254,14 @@ BenchConfig resolve(const BenchFlags& f) {
             "needs ours and at least one peer in --algo (e.g. --algo all,gloo-ring or all,mpi; "
             "stream is a reference, not a peer)");
   c.pin = f.pin;
+  c.tune_path = f.tune_path;
+  if (!c.tune_path.empty() && c.coll != CollectiveKind::kAllReduce)
+    invalid("--tune", fmt::format("tuning tables cover allreduce, not --coll {}",
+                                  coll::collective_name(c.coll)));
+  const bool named = std::any_of(c.algos.begin(), c.algos.end(),
+                                 [](Algorithm a) { return a != Algorithm::kAuto; });
+  if (!c.tune_path.empty() && !named)
+    invalid("--tune", "no algorithm of ours to choose from in --algo (e.g. --algo all)");
   preflight(c);
   return c;
 }

@@ -40,6 +40,7 @@ struct BenchFlags {
   std::string inner = "ring";
   int timeout_ms = 30000;
   std::string json_path;
+  std::string tune_path;    // a tuning table from our measured rows (see selector.h)
   std::string rendezvous;   // process backends
   std::string bind;         // process backends
   std::string transport;    // gloo: tcp or ibverbs; empty: CCLAB_TRANSPORT, else tcp
@@ -85,6 +86,7 @@ struct BenchConfig {
   coll::Algorithm inner = coll::Algorithm::kRing;
   std::chrono::milliseconds timeout{30000};
   std::string json_path;
+  std::string tune_path;
   bool compare = false;
   bool pin = false;
   std::optional<std::uint64_t> eager_bytes;  // gloo: --eager; none: GlooOptions' default

@@ -96,6 +96,10 @@ void print_row(std::ostream& out, const BenchConfig& c, const SweepRow& r) {
                      wrong, fmt::format("{:.1f}", r.cpu_us_median),
                      fmt::format("{:.1f}", r.csw_median))
       << '\n';
+  if (r.peer.empty() && r.algo == coll::Algorithm::kAuto)
+    out << fmt::format("#   auto: {} ({})\n",
+                       coll::candidate_label(r.chosen.config.algo, r.chosen.config.chunks),
+                       r.chosen.reason);
 }
 
 nlohmann::json config_json(const BenchConfig& c) {
@@ -157,6 +161,10 @@ nlohmann::json row_json(const BenchConfig& c, const SweepRow& r) {
                         {"csw_median", r.csw_median},
                         {"wrong", r.wrong ? nlohmann::json(*r.wrong) : nlohmann::json(nullptr)}};
   if (!r.skipped.empty()) row["skipped"] = r.skipped;
+  if (r.peer.empty() && r.algo == coll::Algorithm::kAuto) {
+    row["chosen"] = coll::candidate_label(r.chosen.config.algo, r.chosen.config.chunks);
+    row["reason"] = r.chosen.reason;
+  }
   // Every timed call, in order: with --interleave, index i of every row of a
   // size is one round, so records can be paired offline as --compare does.
   if (!r.times_us.empty()) row["times_us"] = r.times_us;
@@ -282,6 +290,25 @@ void write_json(const std::string& path, const nlohmann::json& record) {
   out << record.dump(2) << '\n';
   out.close();
   if (!out) throw IoError(fmt::format("--json: cannot write '{}'", path));
+}
+
+void write_tuning_table(std::ostream& out, const BenchConfig& c,
+                        const std::vector<SweepRow>& rows) {
+  std::vector<coll::TimedCandidate> times;
+  for (const auto& r : rows)
+    if (r.peer.empty() && r.algo != coll::Algorithm::kAuto && r.skipped.empty())
+      times.push_back({r.bytes, r.algo, c.chunks, r.time_us_median});
+  coll::TuningTable table = coll::tuning_table_from_times(times);
+  table.topology = fmt::format("measured by cclab bench --backend {} on {}, {} cores", c.backend,
+                               cpu_model(), std::thread::hardware_concurrency());
+  table.ranks = c.ranks;
+  table.group_size = c.group_size > 0 ? c.group_size : coll::default_group_size(c.ranks);
+  std::ofstream file(c.tune_path);
+  file << coll::tuning_table_json(table);
+  file.close();
+  if (!file) throw IoError(fmt::format("--tune: cannot write '{}'", c.tune_path));
+  out << fmt::format("# tuning table for {} ranks written to {} (use: CCLAB_TUNING={}):\n{}",
+                     c.ranks, c.tune_path, c.tune_path, coll::describe_bands(table, "#   "));
 }
 
 nlohmann::json machine_info() {

@@ -28,6 +28,12 @@ nlohmann::json to_json(const BenchConfig& config, const std::vector<SweepRow>& r
 // Writes `record` pretty-printed; throws IoError naming --json and the path.
 void write_json(const std::string& path, const nlohmann::json& record);
 
+// --tune: our fastest algorithm per size (auto rows aside) as a tuning table,
+// written to config.tune_path and summarised on `out`; throws IoError naming
+// --tune.
+void write_tuning_table(std::ostream& out, const BenchConfig& config,
+                        const std::vector<SweepRow>& rows);
+
 // cpu_model, cores, hostname, tcp_congestion_control
 nlohmann::json machine_info();
 // The congestion control new TCP sockets take (net.ipv4.tcp_congestion_control),

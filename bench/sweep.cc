@@ -224,7 +224,10 @@ class RankRunner {
     coll::Communicator& comm = our_comm(algo);
     if (config_.check) check(comm, call, row);
     if (config_.in_place) buffers_.fill_input(expect_, call);
-    return {new_row(size, algo, ""), [this, &comm, call] { run_collective(comm, config_, call); }};
+    SweepRow out = new_row(size, algo, "");
+    if (algo == coll::Algorithm::kAuto)
+      out.chosen = coll::select_algorithm(call.shape, coll::dtype_size(config_.dtype), call.algo);
+    return {std::move(out), [this, &comm, call] { run_collective(comm, config_, call); }};
   }
 
   // A peer uses our buffers as we do, except that one which runs in place

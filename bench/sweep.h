@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend.h"
+#include "cclab/collectives/selector.h"
 #include "options.h"
 
 namespace cclab::bench {
@@ -24,8 +25,9 @@ struct SweepRow {
   std::uint64_t bytes = 0;
   std::uint64_t count = 0;
   coll::Algorithm algo = coll::Algorithm::kRing;  // ours, when peer is empty
-  std::string peer;                               // a peer's name (see peers.h)
-  std::string skipped;                            // why the row did not run
+  coll::Selection chosen;  // for `auto`: what the selector chose at this size, and why
+  std::string peer;        // a peer's name (see peers.h)
+  std::string skipped;     // why the row did not run
   double time_us_min = 0;
   double time_us_median = 0;
   double time_us_max = 0;

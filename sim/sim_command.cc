@@ -3,6 +3,7 @@
 // Sizes follow `cclab bench`: from -b to -e multiplying by -f, rounded down to
 // whole f32 elements; algbw = bytes / time, busbw = algbw * 2(n-1)/n (nccl-tests'
 // all-reduce bus factor). The op is f32 sum; each row adds the most utilised link.
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <fstream>
@@ -17,6 +18,7 @@
 
 #include "cclab/collectives/algorithms.h"
 #include "cclab/collectives/error.h"
+#include "cclab/collectives/selector.h"
 #include "cclab/sim/cli.h"
 #include "cclab/sim/simulator.h"
 #include "cclab/sim/trace.h"
@@ -33,20 +35,35 @@ struct SimFlags {
   std::string algos = "all";
   std::string min_bytes = "1K", max_bytes = "64M";
   int step_factor = 4;
+  std::string chunks = "1";  // a comma list: each algorithm runs with each
+  int group_size = 0;        // 0: the topology's hint when it divides --ranks, else the default
+  std::string json_path, trace_path, tune_path;
+};
+
+// One row of the sweep: an algorithm with its chunks, or `auto` (kAuto),
+// which the selector resolves per size.
+struct Candidate {
+  Algorithm algo = Algorithm::kRing;
   int chunks = 1;
-  int group_size = 0;  // 0: the topology's hint when it divides --ranks, else the default
-  std::string json_path, trace_path;
 };
 
 struct Row {
   std::uint64_t bytes = 0, count = 0;
-  Algorithm algo = Algorithm::kRing;
+  Candidate candidate;
+  coll::Selection chosen;  // the configuration simulated, and for `auto` why
   std::string name;
   SimResult result;
+
+  std::string label() const {  // the algo column: `auto`, or what ran
+    return candidate.algo == Algorithm::kAuto ? "auto" : chosen_label();
+  }
+  std::string chosen_label() const {
+    return coll::candidate_label(chosen.config.algo, chosen.config.chunks);
+  }
 };
 
 constexpr std::size_t kElem = 4;  // f32
-constexpr const char* kColumns = "{:>11} {:>12} {:>5} {:>6} {:>7} {:>11} {:>12} {:>12}  {}";
+constexpr const char* kColumns = "{:>11} {:>12} {:>5} {:>6} {:>11} {:>11} {:>12} {:>12}  {}";
 
 // "64M" -> 67108864: bytes with an optional K, M or G suffix (powers of 2), as in `cclab bench`.
 std::uint64_t parse_size(const std::string& text, const char* flag) {
@@ -64,18 +81,61 @@ std::uint64_t parse_size(const std::string& text, const char* flag) {
   return std::stoull(text.substr(0, digits)) << shift;
 }
 
-std::vector<Algorithm> parse_algos(const std::string& list) {
-  if (list == "all") return coll::algorithms_for(CollectiveKind::kAllReduce);
-  std::vector<Algorithm> out;
-  for (std::size_t pos = 0; pos <= list.size();) {
+// "a,b,,c" -> {"a", "b", "", "c"}: the items of a comma list, empty ones kept
+// so that they are refused by name.
+std::vector<std::string> split_list(const std::string& list) {
+  std::vector<std::string> out;
+  for (std::size_t pos = 0;;) {
     const auto comma = list.find(',', pos);
-    const Algorithm a = coll::parse_algorithm(list.substr(pos, comma - pos), "--algo");
+    out.push_back(list.substr(pos, comma - pos));
+    if (comma == std::string::npos) return out;
+    pos = comma + 1;
+  }
+}
+
+// --algo: names, `all` standing for every all-reduce algorithm.
+std::vector<Algorithm> parse_algos(const std::string& list) {
+  std::vector<Algorithm> out;
+  for (const std::string& item : split_list(list)) {
+    if (item == "all") {
+      const auto every = coll::algorithms_for(CollectiveKind::kAllReduce);
+      out.insert(out.end(), every.begin(), every.end());
+      continue;
+    }
+    const Algorithm a = coll::parse_algorithm(item, "--algo");
     if (!coll::supports(CollectiveKind::kAllReduce, a))
       throw InvalidArgument(
           fmt::format("--algo: '{}' does not apply to allreduce", coll::algorithm_name(a)));
     out.push_back(a);
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
+  }
+  return out;
+}
+
+std::vector<int> parse_chunks(const std::string& list) {
+  std::vector<int> out;
+  for (const std::string& item : split_list(list)) {
+    const bool digits = !item.empty() && item.size() <= 6 &&
+                        item.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || std::stoi(item) < 1)
+      throw InvalidArgument(fmt::format(
+          "--chunks: '{}' is not a chunk count (allowed: integers from 1, comma separated, "
+          "e.g. 1,4)",
+          item));
+    out.push_back(std::stoi(item));
+  }
+  return out;
+}
+
+// Every algorithm with every chunk count; `auto` once (it chooses its chunks).
+std::vector<Candidate> make_candidates(const SimFlags& f) {
+  const auto chunks = parse_chunks(f.chunks);
+  std::vector<Candidate> out;
+  for (Algorithm a : parse_algos(f.algos)) {
+    if (a == Algorithm::kAuto) {
+      out.push_back({a, 1});
+      continue;
+    }
+    for (int c : chunks) out.push_back({a, c});
   }
   return out;
 }
@@ -106,10 +166,11 @@ void print_row(const Topology& t, const Row& r, int ranks) {
                                : fmt::format("{} ({:.0f}%)", t.link_name(r.result.bottleneck),
                                              100 * r.result.bottleneck_utilisation);
   fmt::print(" ");
-  fmt::print(kColumns, r.bytes, r.count, "f32", "sum", coll::algorithm_name(r.algo),
-             fmt::format("{:.2f}", us), fmt::format("{:.2f}", algbw), fmt::format("{:.2f}", busbw),
-             neck);
+  fmt::print(kColumns, r.bytes, r.count, "f32", "sum", r.label(), fmt::format("{:.2f}", us),
+             fmt::format("{:.2f}", algbw), fmt::format("{:.2f}", busbw), neck);
   fmt::print("\n");
+  if (r.candidate.algo == Algorithm::kAuto)
+    fmt::print("#   auto: {} ({})\n", r.chosen_label(), r.chosen.reason);
 }
 
 void write_json(const std::string& path, const SimFlags& f, const Topology& t, int ranks, int group,
@@ -121,7 +182,10 @@ void write_json(const std::string& path, const SimFlags& f, const Topology& t, i
          {"count", r.count},
          {"type", "f32"},
          {"redop", "sum"},
-         {"algo", coll::algorithm_name(r.algo)},
+         {"algo", coll::algorithm_name(r.candidate.algo)},
+         {"chosen", r.chosen_label()},
+         {"chunks", r.chosen.config.chunks},
+         {"reason", r.chosen.reason},
          {"schedule", r.name},
          {"time_us", time_to_us(r.result.total)},
          {"bottleneck", r.result.bottleneck < 0 ? "none" : t.link_name(r.result.bottleneck)},
@@ -135,7 +199,7 @@ void write_json(const std::string& path, const SimFlags& f, const Topology& t, i
       {"min_bytes", f.min_bytes},
       {"max_bytes", f.max_bytes},
       {"step_factor", f.step_factor},
-      {"chunks", f.chunks},
+      {"chunks", parse_chunks(f.chunks)},
       {"hier_group_size", group > 0 ? group : coll::default_group_size(ranks)}};
   const nlohmann::json record = {
       {"tool", "cclab sim"}, {"config", config}, {"rows", std::move(out_rows)}};
@@ -145,48 +209,87 @@ void write_json(const std::string& path, const SimFlags& f, const Topology& t, i
   if (!out) throw IoError(fmt::format("--json: cannot write '{}'", path));
 }
 
+// The sweep's rows: every candidate at every size, the last traced if asked.
+std::vector<Row> sweep(const SimFlags& f, const Topology& topo, int ranks, int group,
+                       std::uint64_t lo, std::uint64_t hi, TraceWriter* trace) {
+  const auto candidates = make_candidates(f);
+  std::vector<Row> rows;
+  for (std::uint64_t bytes = lo;; bytes *= static_cast<std::uint64_t>(f.step_factor)) {
+    const bool last_size = bytes > hi / static_cast<std::uint64_t>(f.step_factor);
+    for (const Candidate& c : candidates) {
+      const std::uint64_t count = bytes / kElem;
+      const coll::CollectiveShape shape{CollectiveKind::kAllReduce, ranks, count, 0};
+      const bool hier_group = c.algo == Algorithm::kHierarchical || c.algo == Algorithm::kAuto;
+      Row row{count * kElem, count, c, {}, {}, {}};
+      row.chosen = coll::select_algorithm(shape, kElem, {c.algo, c.chunks, hier_group ? group : 0});
+      const auto sched = coll::make_schedule(shape, row.chosen.config, kElem);
+      row.name = sched->name();
+      const bool traced = trace != nullptr && last_size && &c == &candidates.back();
+      row.result = simulate(topo, *sched, {kElem, traced ? trace : nullptr});
+      print_row(topo, row, ranks);
+      rows.push_back(std::move(row));
+    }
+    if (last_size) break;
+  }
+  return rows;
+}
+
+// --tune: the fastest candidate per size (auto rows aside) as a tuning table,
+// written to f.tune_path and summarised below the sweep.
+void write_tuning_table(const SimFlags& f, const Topology& topo, int ranks, int group,
+                        const std::vector<Row>& rows) {
+  std::vector<coll::TimedCandidate> times;
+  for (const Row& r : rows)
+    if (r.candidate.algo != Algorithm::kAuto)
+      times.push_back(
+          {r.bytes, r.chosen.config.algo, r.chosen.config.chunks, time_to_us(r.result.total)});
+  coll::TuningTable table = coll::tuning_table_from_times(times);
+  table.topology = topo.description;
+  table.ranks = ranks;
+  table.group_size = group > 0 ? group : coll::default_group_size(ranks);
+  std::ofstream out(f.tune_path);
+  out << coll::tuning_table_json(table);
+  if (!out) throw IoError(fmt::format("--tune: cannot write '{}'", f.tune_path));
+  fmt::print("#\n# tuning table for {} ranks written to {} (use: CCLAB_TUNING={}):\n{}", ranks,
+             f.tune_path, f.tune_path, coll::describe_bands(table, "#   "));
+}
+
+void check_flags(const SimFlags& f, int ranks, std::uint64_t lo, std::uint64_t hi) {
+  if (lo > hi)
+    throw InvalidArgument(
+        fmt::format("-b/--minbytes: {} is larger than -e/--maxbytes {}", f.min_bytes, f.max_bytes));
+  if (lo < 1) throw InvalidArgument("-b/--minbytes: must be at least 1 byte");
+  if (f.step_factor < 2) throw InvalidArgument("-f/--stepfactor: must be at least 2");
+  if (f.group_size < 0 || (f.group_size > 0 && ranks % f.group_size != 0))
+    throw InvalidArgument(fmt::format(
+        "--group-size: {} does not divide the {} ranks (allowed: a divisor, or 0 for the default)",
+        f.group_size, ranks));
+  const auto candidates = make_candidates(f);  // --algo and --chunks, before any output
+  const bool only_auto = std::all_of(candidates.begin(), candidates.end(),
+                                     [](const Candidate& c) { return c.algo == Algorithm::kAuto; });
+  if (!f.tune_path.empty() && only_auto)
+    throw InvalidArgument("--tune: no algorithm to choose from (--algo has only auto)");
+  for (const auto& [path, flag] :
+       {std::pair{&f.json_path, "--json"}, {&f.trace_path, "--trace"}, {&f.tune_path, "--tune"}})
+    if (!path->empty()) require_writable(*path, flag);
+}
+
 void run_sim(const SimFlags& f) {
   const Topology topo = make_topology(f.topology);
   const int ranks = f.ranks > 0 ? f.ranks : static_cast<int>(topo.num_endpoints());
   if (static_cast<std::size_t>(ranks) > topo.num_endpoints())
     throw InvalidArgument(fmt::format("--ranks: {} ranks but topology '{}' has {} endpoints", ranks,
                                       topo.description, topo.num_endpoints()));
-  const auto algos = parse_algos(f.algos);
   const std::uint64_t lo = parse_size(f.min_bytes, "-b/--minbytes");
   const std::uint64_t hi = parse_size(f.max_bytes, "-e/--maxbytes");
-  if (lo > hi)
-    throw InvalidArgument(
-        fmt::format("-b/--minbytes: {} is larger than -e/--maxbytes {}", f.min_bytes, f.max_bytes));
-  if (lo < 1) throw InvalidArgument("-b/--minbytes: must be at least 1 byte");
-  if (f.step_factor < 2) throw InvalidArgument("-f/--stepfactor: must be at least 2");
-  if (f.chunks < 1) throw InvalidArgument("--chunks: must be at least 1");
-  if (f.group_size < 0 || (f.group_size > 0 && ranks % f.group_size != 0))
-    throw InvalidArgument(fmt::format(
-        "--group-size: {} does not divide the {} ranks (allowed: a divisor, or 0 for the default)",
-        f.group_size, ranks));
-  for (const auto& [path, flag] : {std::pair{&f.json_path, "--json"}, {&f.trace_path, "--trace"}})
-    if (!path->empty()) require_writable(*path, flag);
+  check_flags(f, ranks, lo, hi);
   const int group = group_size_for(f, topo, ranks);
   print_header(f, topo, ranks, group);
-  std::vector<Row> rows;
   TraceWriter trace(topo);
-  for (std::uint64_t bytes = lo;; bytes *= static_cast<std::uint64_t>(f.step_factor)) {
-    for (Algorithm algo : algos) {
-      const bool traced =
-          !f.trace_path.empty() && bytes * f.step_factor > hi && algo == algos.back();
-      const std::uint64_t count = bytes / kElem;
-      const auto sched = coll::make_schedule(
-          {CollectiveKind::kAllReduce, ranks, count, 0},
-          {algo, f.chunks, algo == Algorithm::kHierarchical ? group : 0}, kElem);
-      Row row{count * kElem, count, algo, sched->name(), {}};
-      row.result = simulate(topo, *sched, {kElem, traced ? &trace : nullptr});
-      print_row(topo, row, ranks);
-      rows.push_back(std::move(row));
-    }
-    if (bytes > hi / static_cast<std::uint64_t>(f.step_factor)) break;
-  }
+  const auto rows = sweep(f, topo, ranks, group, lo, hi, f.trace_path.empty() ? nullptr : &trace);
   if (!f.json_path.empty()) write_json(f.json_path, f, topo, ranks, group, rows);
   if (!f.trace_path.empty()) trace.write(f.trace_path);
+  if (!f.tune_path.empty()) write_tuning_table(f, topo, ranks, group, rows);
 }
 
 }  // namespace
@@ -207,16 +310,22 @@ void add_sim_command(CLI::App& app) {
         flags->ranks = n;
       },
       "Ranks (default: one per endpoint)");
-  cmd->add_option("--algo", flags->algos, "Comma list of ring, tree, hd, hier, direct, or all");
+  cmd->add_option("--algo", flags->algos,
+                  "Comma list of ring, tree, hd, hier, direct, auto (the selector's choice, "
+                  "CCLAB_TUNING / CCLAB_ALGO), or all");
   cmd->add_option("-b,--minbytes", flags->min_bytes, "Smallest size (K, M, G suffixes)");
   cmd->add_option("-e,--maxbytes", flags->max_bytes, "Largest size");
   cmd->add_option("-f,--stepfactor", flags->step_factor, "Size multiplier between rows");
-  cmd->add_option("--chunks", flags->chunks, "Pipeline chunks per transfer");
+  cmd->add_option("--chunks", flags->chunks,
+                  "Pipeline chunks per transfer; a comma list runs each algorithm with each");
   cmd->add_option("--group-size", flags->group_size,
                   "hier: ranks per group (default: the topology's, e.g. gpus per node)");
   cmd->add_option("--json", flags->json_path, "Write the rows as JSON to this file");
   cmd->add_option("--trace", flags->trace_path,
                   "Write a Chrome/Perfetto trace of the last row (largest size, last algorithm)");
+  cmd->add_option("--tune", flags->tune_path,
+                  "Write a tuning table (the fastest algorithm and chunks per size) to this "
+                  "file, for CCLAB_TUNING");
   cmd->callback([flags] { run_sim(*flags); });
 }
 

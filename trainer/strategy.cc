@@ -70,6 +70,17 @@ void MirroredStrategy::build_buckets() {
   }
 }
 
+std::vector<std::pair<std::uint64_t, coll::Selection>> MirroredStrategy::bucket_algorithms() const {
+  std::vector<std::pair<std::uint64_t, coll::Selection>> out;
+  for (const auto& b : buckets_) {
+    const auto count = static_cast<std::uint64_t>(b.count);
+    const coll::CollectiveShape shape{coll::CollectiveKind::kAllReduce, comm_.size(), count, 0};
+    out.emplace_back(count * sizeof(float),
+                     coll::select_algorithm(shape, sizeof(float), options_.algo));
+  }
+  return out;
+}
+
 void MirroredStrategy::begin_gradients() {
   CCLAB_CHECK(scope_done_, "gradients before the strategy's scope was closed");
   for (auto& b : buckets_) {

@@ -244,6 +244,9 @@ void Job::build() {
       strategy_.num_replicas_in_sync(), c_.per_replica_batch * strategy_.num_replicas_in_sync(),
       c_.per_replica_batch, steps_per_epoch_, shard_policy_name(data_->policy()),
       strategy_.bucket_count());
+  for (const auto& [bytes, chosen] : strategy_.bucket_algorithms())
+    say("gradient bucket of {} bytes: all-reduce {} ({})", bytes,
+        coll::candidate_label(chosen.config.algo, chosen.config.chunks), chosen.reason);
 }
 
 void Job::backup(const Position& at) {

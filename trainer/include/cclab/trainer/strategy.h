@@ -17,17 +17,19 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cclab/collectives/algorithms.h"
 #include "cclab/collectives/communicator.h"
+#include "cclab/collectives/selector.h"
 #include "cclab/trainer/variables.h"
 
 namespace cclab::train {
 
 struct StrategyOptions {
   std::size_t bucket_bytes = 25u << 20;  // PyTorch DDP's default bucket_cap_mb
-  coll::AlgoConfig algo;                 // kAuto: the communicator's size rule
+  coll::AlgoConfig algo;                 // kAuto: select_algorithm() (selector.h)
   bool overlap = true;                   // start buckets during backward
 };
 
@@ -74,6 +76,8 @@ class MirroredStrategy {
   void finish_gradients();
   const CommStats& comm_stats() const { return stats_; }
   int bucket_count() const { return static_cast<int>(buckets_.size()); }
+  // Each bucket's size in bytes and the algorithm its all-reduce runs, with why.
+  std::vector<std::pair<std::uint64_t, coll::Selection>> bucket_algorithms() const;
 
   // SHA-256 of every replica's values, compared with the chief's; throws
   // Error naming the first replica that differs.

@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""`cclab sim --tune` end to end: the table it writes, read back through
+CCLAB_TUNING by `cclab sim --algo auto` and `cclab bench --algo auto`, must
+choose at every size what a naive argmin over the sweep's own JSON rows
+chooses (the fastest row at the largest swept size at or below it; the first
+row listed on a tie), and CCLAB_ALGO must override it.
+
+    tune_cli_test.py CCLAB_BINARY
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+CCLAB = None
+
+
+def run(args, env=None, check=True):
+    full_env = dict(os.environ)
+    full_env.pop("CCLAB_ALGO", None)
+    full_env.pop("CCLAB_TUNING", None)
+    full_env.update(env or {})
+    p = subprocess.run([CCLAB] + args, env=full_env, capture_output=True, text=True, timeout=120)
+    if check and p.returncode != 0:
+        raise AssertionError(f"cclab {' '.join(args)}: exit {p.returncode}\n{p.stderr}")
+    return p
+
+
+def label(row):
+    return row["chosen"]
+
+
+def naive_choice(rows, size):
+    """The fastest candidate at the largest swept size <= size (else the smallest)."""
+    sizes = sorted({r["size_bytes"] for r in rows})
+    at = max([s for s in sizes if s <= size], default=sizes[0])
+    best = None
+    for r in rows:  # row order: the first of equals wins
+        if r["size_bytes"] == at and (best is None or r["time_us"] < best["time_us"]):
+            best = r
+    return label(best)
+
+
+class Tune(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.tmp = self.dir.name
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def tune(self, topology, extra=()):
+        rows, table = f"{self.tmp}/rows.json", f"{self.tmp}/table.json"
+        out = run(["sim", "--topology", topology, "--algo", "all", "--chunks", "1,4",
+                   "-b", "1K", "-e", "64M", "-f", "8", "--json", rows, "--tune", table]
+                  + list(extra)).stdout
+        self.assertIn(f"# tuning table for", out)
+        with open(rows) as f:
+            return json.load(f)["rows"], table
+
+    def check_auto_follows_the_sweep(self, topology):
+        rows, table = self.tune(topology)
+        with open(table) as f:
+            bands = json.load(f)["bands"]
+        self.assertEqual(bands[0]["min_bytes"], 0)
+        # Sizes between and beyond the swept ones (-f 2 from 512 B).
+        auto_json = f"{self.tmp}/auto.json"
+        run(["sim", "--topology", topology, "--algo", "auto", "-b", "512", "-e", "128M", "-f", "2",
+             "--json", auto_json], env={"CCLAB_TUNING": table})
+        with open(auto_json) as f:
+            auto_rows = json.load(f)["rows"]
+        self.assertEqual(len(auto_rows), 19)
+        swept = {(r["size_bytes"], label(r)): r["time_us"] for r in rows}
+        for r in auto_rows:
+            want = naive_choice(rows, r["size_bytes"])
+            self.assertEqual(r["chosen"], want, f"{topology} at {r['size_bytes']} B")
+            self.assertTrue(r["reason"].startswith(f"tuning table '{table}'"), r["reason"])
+            if (r["size_bytes"], want) in swept:  # the same schedule, the same prediction
+                self.assertAlmostEqual(r["time_us"], swept[(r["size_bytes"], want)], places=6)
+        return {label(r) for r in auto_rows}
+
+    def test_auto_follows_the_sweep_on_an_oversubscribed_fat_tree(self):
+        chosen = self.check_auto_follows_the_sweep("fat-tree:hosts=32,leaves=4,spines=2")
+        self.assertGreater(len(chosen), 1, "one algorithm at every size: nothing was chosen")
+
+    def test_auto_follows_the_sweep_on_nodes(self):
+        self.check_auto_follows_the_sweep("nodes:nodes=4,gpus=4")
+
+    def test_bench_auto_runs_the_tables_choice_and_ccclab_algo_overrides_it(self):
+        rows, table = self.tune("switch:n=4,bw=100Gbps,lat=1us")
+        out_json = f"{self.tmp}/bench.json"
+        run(["bench", "--ranks", "4", "--algo", "auto", "-b", "1K", "-e", "16M", "-f", "16",
+             "-n", "2", "-w", "1", "--json", out_json], env={"CCLAB_TUNING": table})
+        with open(out_json) as f:
+            bench_rows = json.load(f)["rows"]
+        self.assertEqual(len(bench_rows), 4)
+        for r in bench_rows:
+            self.assertEqual(r["algo"], "auto")
+            self.assertEqual(r["chosen"], naive_choice(rows, r["size_bytes"]))
+            self.assertEqual(r["wrong"], 0)
+        forced = run(["bench", "--ranks", "4", "--algo", "auto", "-b", "64K", "-e", "64K",
+                      "-n", "2", "-w", "1"], env={"CCLAB_TUNING": table, "CCLAB_ALGO": "tree:2"})
+        self.assertIn("#   auto: tree:2 (CCLAB_ALGO=tree:2)", forced.stdout)
+
+    def test_bench_tunes_from_its_own_measurements(self):
+        rows_json, table = f"{self.tmp}/measured.json", f"{self.tmp}/measured-table.json"
+        out = run(["bench", "--ranks", "2", "--algo", "all", "-b", "1K", "-e", "1M", "-f", "8",
+                   "-n", "5", "-w", "1", "--json", rows_json, "--tune", table]).stdout
+        self.assertIn(f"# tuning table for 2 ranks written to {table}", out)
+        with open(rows_json) as f:
+            rows = json.load(f)["rows"]
+        with open(table) as f:
+            doc = json.load(f)
+        self.assertEqual(doc["ranks"], 2)
+        bands = doc["bands"]
+        for r in rows:
+            r["time_us"], r["chosen"] = r["time_us_median"], r["algo"]
+        for size in sorted({r["size_bytes"] for r in rows}) + [3000, 1 << 30]:
+            band = [b for b in bands if b["min_bytes"] <= size][-1]
+            self.assertEqual(band["algo"], naive_choice(rows, size), f"at {size} B")
+
+    def test_bad_environment_is_refused_by_name(self):
+        p = run(["sim", "--topology", "switch:n=4", "--algo", "auto", "-b", "1K", "-e", "1K"],
+                env={"CCLAB_ALGO": "fast"}, check=False)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("CCLAB_ALGO: unknown algorithm 'fast'", p.stderr)
+        p = run(["bench", "--ranks", "2", "--algo", "auto", "-b", "1K", "-e", "1K", "-n", "1"],
+                env={"CCLAB_TUNING": f"{self.tmp}/missing.json"}, check=False)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn(f"CCLAB_TUNING: tuning table '{self.tmp}/missing.json': cannot open it",
+                      p.stderr)
+        bad = f"{self.tmp}/bad.json"
+        with open(bad, "w") as f:
+            f.write('{"collective": "allreduce", "topology": "x", "ranks": 2, "group_size": 0, '
+                    '"bands": [{"min_bytes": 0, "algo": "ring", "chunks": 0}]}')
+        p = run(["sim", "--topology", "switch:n=2", "--algo", "auto", "-b", "1K", "-e", "1K"],
+                env={"CCLAB_TUNING": bad}, check=False)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("bands[0].chunks: must be at least 1", p.stderr)
+
+    def test_tune_refuses_a_sweep_with_nothing_to_choose(self):
+        p = run(["sim", "--topology", "switch:n=2", "--algo", "auto", "-b", "1K", "-e", "1K",
+                 "--tune", f"{self.tmp}/t.json"], check=False)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--tune: no algorithm to choose from", p.stderr)
+        p = run(["bench", "--ranks", "2", "--coll", "allgather", "-b", "1K", "-e", "1K",
+                 "--tune", f"{self.tmp}/t.json"], check=False)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--tune: tuning tables cover allreduce, not --coll allgather", p.stderr)
+        p = run(["bench", "--ranks", "2", "--algo", "auto", "-b", "1K", "-e", "1K",
+                 "--tune", f"{self.tmp}/t.json"], check=False)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--tune: no algorithm of ours to choose from", p.stderr)
+
+
+if __name__ == "__main__":
+    CCLAB = sys.argv.pop(1)
+    unittest.main()
