@@ -141,8 +141,9 @@ const bool kRegistered = [] {
   constexpr std::int64_t kSizes[] = {4 << 10, 1 << 20, 16 << 20, 128 << 20};
   for (int ranks : {2, 4})
     for (auto bytes : kSizes)
+      // auto beside what it chooses among: the selector's cost per call.
       for (auto algo : {Algorithm::kRing, Algorithm::kTree, Algorithm::kHalvingDoubling,
-                        Algorithm::kHierarchical, Algorithm::kDirect}) {
+                        Algorithm::kHierarchical, Algorithm::kDirect, Algorithm::kAuto}) {
         const std::string name = "BM_AllReduce/" + std::string(cclab::coll::algorithm_name(algo));
         auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_AllReduce, algo);
         b->Args({ranks, bytes})->ArgNames({"ranks", "bytes"})->UseManualTime();

@@ -160,7 +160,7 @@ std::unique_ptr<Schedule> make_schedule(const CollectiveShape& shape, const Algo
   AlgoConfig c = config;
   validate(shape, c);
   if (c.algo == Algorithm::kAuto) {
-    c = select_algorithm(shape, elem_bytes, c).config;
+    c = resolve_algorithm(shape, elem_bytes, c);
     validate(shape, c);
   }
   using namespace detail;

@@ -90,19 +90,54 @@ std::string explain_band(const TuningBand& band) {
   return out;
 }
 
-Selection from_table(const CollectiveShape& shape, std::size_t elem_bytes,
-                     const AlgoConfig& requested, const TuningTable& t) {
-  const std::uint64_t bytes = shape.count * elem_bytes;
-  const TuningBand* band = t.band_for(bytes);
-  CCLAB_CHECK(band != nullptr, "a tuning table without a band at 0 bytes");
-  Selection s{requested, {}};
-  s.config.algo = band->algo;
-  s.config.chunks = band->chunks;
-  if (band->algo == Algorithm::kHierarchical && requested.group_size == 0)
-    s.config.group_size = t.group_size;
-  s.reason = fmt::format("tuning table '{}' ({} ranks, {}), band from {}; {}", t.source, t.ranks,
-                         t.topology, bytes_label(band->min_bytes), explain_band(*band));
-  return s;
+// Which rule decides a call, and what it gives: cheap, as make_schedule
+// resolves every auto call through it; the reason is written only on demand.
+struct Resolved {
+  AlgoConfig config;
+  enum class By { kCaller, kForced, kTable, kBuiltIn } by = By::kCaller;
+  const TuningBand* band = nullptr;  // kTable
+};
+
+Resolved resolve(const CollectiveShape& shape, std::size_t elem_bytes, const AlgoConfig& requested,
+                 const SelectorSettings& settings) {
+  Resolved r{requested};
+  if (requested.algo != Algorithm::kAuto) return r;
+  if (settings.forced && supports(shape.kind, settings.forced->algo)) {
+    r.by = Resolved::By::kForced;
+    r.config.algo = settings.forced->algo;
+    r.config.chunks = settings.forced->chunks;
+    return r;
+  }
+  const TuningTable* t = settings.table.get();
+  if (t != nullptr && shape.kind == CollectiveKind::kAllReduce && t->ranks == shape.ranks) {
+    r.by = Resolved::By::kTable;
+    r.band = t->band_for(shape.count * elem_bytes);
+    CCLAB_CHECK(r.band != nullptr, "a tuning table without a band at 0 bytes");
+    r.config.algo = r.band->algo;
+    r.config.chunks = r.band->chunks;
+    if (r.band->algo == Algorithm::kHierarchical && requested.group_size == 0)
+      r.config.group_size = t->group_size;
+    return r;
+  }
+  r.by = Resolved::By::kBuiltIn;
+  r.config.algo = choose_algorithm(shape, elem_bytes);
+  return r;
+}
+
+// Why the built-in rule decided: what the environment offered and why it did
+// not apply, then the rule.
+std::string builtin_reason(const CollectiveShape& shape, const SelectorSettings& settings) {
+  std::string why;
+  if (settings.forced)
+    why = fmt::format("CCLAB_ALGO={} does not implement {}; ",
+                      algorithm_name(settings.forced->algo), collective_name(shape.kind));
+  const TuningTable* t = settings.table.get();
+  if (t != nullptr && shape.kind != CollectiveKind::kAllReduce)
+    why += fmt::format("tuning table '{}' covers all-reduce only; ", t->source);
+  else if (t != nullptr)
+    why += fmt::format("tuning table '{}' is for {} ranks, not {}; ", t->source, t->ranks,
+                       shape.ranks);
+  return why + builtin_rule(shape);
 }
 
 SelectorSettings read_env() {
@@ -279,32 +314,26 @@ const SelectorSettings& selector_settings_from_env() {
 
 Selection select_algorithm(const CollectiveShape& shape, std::size_t elem_bytes,
                            const AlgoConfig& requested, const SelectorSettings& settings) {
-  Selection s{requested, {}};
-  if (requested.algo != Algorithm::kAuto) {
-    s.reason = "requested by the caller";
-    return s;
+  const Resolved r = resolve(shape, elem_bytes, requested, settings);
+  Selection s{r.config, {}};
+  switch (r.by) {
+    case Resolved::By::kCaller:
+      s.reason = "requested by the caller";
+      break;
+    case Resolved::By::kForced:
+      s.reason = "CCLAB_ALGO=" + candidate_label(r.config.algo, r.config.chunks);
+      break;
+    case Resolved::By::kTable: {
+      const TuningTable& t = *settings.table;
+      s.reason =
+          fmt::format("tuning table '{}' ({} ranks, {}), band from {}; {}", t.source, t.ranks,
+                      t.topology, bytes_label(r.band->min_bytes), explain_band(*r.band));
+      break;
+    }
+    case Resolved::By::kBuiltIn:
+      s.reason = builtin_reason(shape, settings);
+      break;
   }
-  if (settings.forced && supports(shape.kind, settings.forced->algo)) {
-    s.config.algo = settings.forced->algo;
-    s.config.chunks = settings.forced->chunks;
-    s.reason = fmt::format("CCLAB_ALGO={}",
-                           candidate_label(settings.forced->algo, settings.forced->chunks));
-    return s;
-  }
-  const TuningTable* t = settings.table.get();
-  if (t != nullptr && shape.kind == CollectiveKind::kAllReduce && t->ranks == shape.ranks)
-    return from_table(shape, elem_bytes, requested, *t);
-  s.config.algo = choose_algorithm(shape, elem_bytes);
-  std::string why;
-  if (settings.forced)
-    why = fmt::format("CCLAB_ALGO={} does not implement {}; ",
-                      algorithm_name(settings.forced->algo), collective_name(shape.kind));
-  if (t != nullptr && shape.kind != CollectiveKind::kAllReduce)
-    why += fmt::format("tuning table '{}' covers all-reduce only; ", t->source);
-  else if (t != nullptr)
-    why += fmt::format("tuning table '{}' is for {} ranks, not {}; ", t->source, t->ranks,
-                       shape.ranks);
-  s.reason = why + builtin_rule(shape);
   return s;
 }
 
@@ -312,6 +341,12 @@ Selection select_algorithm(const CollectiveShape& shape, std::size_t elem_bytes,
                            const AlgoConfig& requested) {
   if (requested.algo != Algorithm::kAuto) return {requested, "requested by the caller"};
   return select_algorithm(shape, elem_bytes, requested, selector_settings_from_env());
+}
+
+AlgoConfig resolve_algorithm(const CollectiveShape& shape, std::size_t elem_bytes,
+                             const AlgoConfig& requested) {
+  if (requested.algo != Algorithm::kAuto) return requested;
+  return resolve(shape, elem_bytes, requested, selector_settings_from_env()).config;
 }
 
 }  // namespace cclab::coll

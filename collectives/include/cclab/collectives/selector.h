@@ -101,4 +101,9 @@ Selection select_algorithm(const CollectiveShape& shape, std::size_t elem_bytes,
 Selection select_algorithm(const CollectiveShape& shape, std::size_t elem_bytes,
                            const AlgoConfig& requested);  // with selector_settings_from_env()
 
+// select_algorithm(shape, elem_bytes, requested).config without writing the
+// reason: what make_schedule runs on every auto call.
+AlgoConfig resolve_algorithm(const CollectiveShape& shape, std::size_t elem_bytes,
+                             const AlgoConfig& requested);
+
 }  // namespace cclab::coll
