@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   cclab::bench::add_launch_command(app);
   cclab::coll::add_check_command(app);
   cclab::sim::add_sim_command(app);
+  cclab::sim::add_calibrate_command(app);
   cclab::train::add_train_command(app);
   try {
     app.parse(argc, argv);

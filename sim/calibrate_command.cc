@@ -1,0 +1,106 @@
+// `cclab calibrate`: fits the simulator's switch model to a `cclab bench
+// --json` all-reduce record and prints, row by row, what it then predicts
+// against what was measured; --validate does the same for other records
+// (other rank counts) with the fitted links, e.g.
+//   cclab calibrate r2.json --validate r4.json
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "cclab/sim/calibrate.h"
+#include "cclab/sim/cli.h"
+
+namespace cclab::sim {
+namespace {
+
+struct CalibrateFlags {
+  std::string record;
+  std::vector<std::string> validate;
+};
+
+// Per size, the algorithms within 1e-6 of the fastest by `time`: several
+// when the model cannot tell them apart (at 2 ranks ring, tree, hd and hier
+// all move and reduce the same bytes in two steps).
+template <typename Time>
+std::map<std::uint64_t, std::vector<std::string>> fastest(const std::vector<Comparison>& rows,
+                                                          Time time) {
+  std::map<std::uint64_t, double> best;
+  for (const auto& c : rows)
+    if (const auto [it, fresh] = best.try_emplace(c.row.bytes, time(c)); !fresh)
+      it->second = std::min(it->second, time(c));
+  std::map<std::uint64_t, std::vector<std::string>> out;
+  for (const auto& c : rows)
+    if (time(c) <= best[c.row.bytes] * (1 + 1e-6))
+      out[c.row.bytes].emplace_back(coll::algorithm_name(c.row.algo));
+  return out;
+}
+
+// The table of one record, its fastest-per-size agreement and a summary line.
+void report(const Measurements& m, const std::string& spec) {
+  const auto rows = predict_rows(m, spec);
+  fmt::print("#\n# {} ({} backend, {} ranks) on {}\n", m.source, m.backend, m.ranks, spec);
+  fmt::print("#{:>11} {:>7} {:>13} {:>14} {:>10}\n", "size(B)", "algo", "measured(us)",
+             "predicted(us)", "pred/meas");
+  std::vector<double> ratios;
+  for (const auto& c : rows) {
+    ratios.push_back(c.predicted_us / c.row.time_us);
+    fmt::print(" {:>11} {:>7} {:>13.2f} {:>14.2f} {:>10.2f}\n", c.row.bytes,
+               coll::algorithm_name(c.row.algo), c.row.time_us, c.predicted_us, ratios.back());
+  }
+  const auto measured = fastest(rows, [](const Comparison& c) { return c.row.time_us; });
+  const auto predicted = fastest(rows, [](const Comparison& c) { return c.predicted_us; });
+  int agree = 0;
+  for (const auto& [bytes, algos] : measured) {
+    const auto& tied = predicted.at(bytes);
+    const bool same = std::find(tied.begin(), tied.end(), algos.front()) != tied.end();
+    agree += same ? 1 : 0;
+    fmt::print("# fastest at {:>11} B: measured {:<7} predicted {}{}\n", bytes, algos.front(),
+               fmt::join(tied, " = "), same ? "" : "  (differ)");
+  }
+  std::sort(ratios.begin(), ratios.end());
+  fmt::print(
+      "# {}: {} rows, predicted/measured median {:.2f} (range {:.2f}-{:.2f}); the fastest "
+      "agrees at {} of {} sizes\n",
+      m.source, rows.size(), ratios[ratios.size() / 2], ratios.front(), ratios.back(), agree,
+      measured.size());
+}
+
+void run_calibrate(const CalibrateFlags& f) {
+  const Measurements base = load_bench_record(f.record);
+  std::vector<Measurements> others;
+  for (const auto& path : f.validate) others.push_back(load_bench_record(path));
+  const LinkFit fit = fit_switch(base);
+  fmt::print(
+      "# cclab calibrate: {} ({} backend, {} ranks, {} rows of ours)\n"
+      "# fitted: lat {:.1f} ns a link ({:.1f} ns a message), bw {:.3f} GB/s, reduce {}\n",
+      base.source, base.backend, base.ranks, base.rows.size(), fit.lat_us * 1e3,
+      2 * fit.lat_us * 1e3, fit.bw_Bps / 1e9,
+      fit.reduce_Bps > 0 ? fmt::format("{:.3f} GB/s", fit.reduce_Bps / 1e9) : "free");
+  if (!fit.note.empty()) fmt::print("# note: {}\n", fit.note);
+  fmt::print("# topology: {} (n: the ranks)\n", switch_spec(fit, base.ranks));
+  report(base, switch_spec(fit, base.ranks));
+  for (const auto& m : others) report(m, switch_spec(fit, m.ranks));
+}
+
+}  // namespace
+
+void add_calibrate_command(CLI::App& app) {
+  auto flags = std::make_shared<CalibrateFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "calibrate",
+      "Fit the simulator's links to a cclab bench --json record and compare its predictions "
+      "with the measurements");
+  cmd->add_option("record", flags->record, "A cclab bench --json all-reduce record to fit")
+      ->required();
+  cmd->add_option("--validate", flags->validate,
+                  "Records (e.g. other rank counts) to predict with the fitted links, unfitted");
+  cmd->callback([flags] { run_calibrate(*flags); });
+}
+
+}  // namespace cclab::sim

@@ -1,0 +1,157 @@
+// Calibration against known links: times made by simulating a switch with
+// chosen latency, bandwidth and reduce rate must give those three back, and
+// bench records that cannot calibrate are refused by name.
+#include "cclab/sim/calibrate.h"
+
+#include <cmath>
+#include <string>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "cclab/collectives/error.h"
+#include "cclab/sim/simulator.h"
+#include "cclab/sim/topology.h"
+#include "cclab/sim/units.h"
+
+namespace cclab::sim {
+namespace {
+
+using coll::Algorithm;
+
+double rel_err(double got, double want) { return std::abs(got - want) / std::abs(want); }
+
+// Every algorithm at 1 KiB .. 64 MiB, timed by the simulator on `spec`, each
+// time scaled by noise(i) for row i.
+template <typename Noise>
+Measurements made_on(
+    const std::string& spec, int ranks, Noise noise,
+    std::vector<Algorithm> algos = coll::algorithms_for(coll::CollectiveKind::kAllReduce)) {
+  Measurements m;
+  m.source = "synthetic";
+  m.backend = "sim";
+  m.ranks = ranks;
+  const Topology t = generate_topology(spec);
+  for (std::uint64_t bytes = 1024; bytes <= (64u << 20); bytes *= 8)
+    for (Algorithm a : algos) {
+      const auto sched = coll::make_schedule(
+          {coll::CollectiveKind::kAllReduce, ranks, bytes / 4, 0}, {a, 1, 0}, 4);
+      const double us = time_to_us(simulate(t, *sched, {4, nullptr}).total);
+      m.rows.push_back({bytes, a, us * noise(m.rows.size())});
+    }
+  return m;
+}
+
+const auto kExact = [](std::size_t) { return 1.0; };
+
+TEST(Calibrate, RecoversTheLinksThatMadeTheTimes) {
+  const Measurements m = made_on("switch:n=2,bw=20GBps,lat=400ns,reduce=8GBps", 2, kExact);
+  const LinkFit fit = fit_switch(m);
+  EXPECT_LT(rel_err(fit.lat_us, 0.4), 1e-5);
+  EXPECT_LT(rel_err(fit.bw_Bps, 20e9), 1e-5);
+  EXPECT_LT(rel_err(fit.reduce_Bps, 8e9), 1e-5);
+  EXPECT_EQ(fit.note, "");
+  for (const auto& c : predict_rows(m, switch_spec(fit, 2)))
+    EXPECT_LT(rel_err(c.predicted_us, c.row.time_us), 1e-5)
+        << c.row.bytes << " B " << coll::algorithm_name(c.row.algo);
+}
+
+TEST(Calibrate, FittedLinksPredictOtherRankCounts) {
+  const std::string truth = "bw=5GBps,lat=2us,reduce=30GBps";
+  const LinkFit fit = fit_switch(made_on("switch:n=2," + truth, 2, kExact));
+  for (int ranks : {3, 4, 8}) {
+    const Measurements other = made_on(fmt::format("switch:n={},{}", ranks, truth), ranks, kExact);
+    for (const auto& c : predict_rows(other, switch_spec(fit, ranks)))
+      EXPECT_LT(rel_err(c.predicted_us, c.row.time_us), 1e-5)
+          << ranks << " ranks, " << c.row.bytes << " B " << coll::algorithm_name(c.row.algo);
+  }
+}
+
+TEST(Calibrate, NoisyTimesFitNearTheTruth) {
+  // +-5% alternating: the fit lands within that of each parameter.
+  const auto noise = [](std::size_t i) { return i % 2 == 0 ? 1.05 : 0.95; };
+  const LinkFit fit = fit_switch(made_on("switch:n=2,bw=20GBps,lat=400ns,reduce=8GBps", 2, noise));
+  EXPECT_LT(rel_err(fit.lat_us, 0.4), 0.1);
+  EXPECT_LT(rel_err(fit.bw_Bps, 20e9), 0.1);
+  EXPECT_LT(rel_err(fit.reduce_Bps, 8e9), 0.1);
+}
+
+TEST(Calibrate, OneAlgorithmCannotTellReductionsFromTransfers) {
+  // At 2 ranks `direct` moves and reduces the same bytes: only 1/bw + 1/reduce
+  // is seen, and the fit says so and puts it all in bw.
+  const Measurements m =
+      made_on("switch:n=2,bw=20GBps,lat=400ns,reduce=5GBps", 2, kExact, {Algorithm::kDirect});
+  const LinkFit fit = fit_switch(m);
+  EXPECT_EQ(fit.note,
+            "reductions cannot be told from the bytes moved in these rows: folded into bw");
+  EXPECT_EQ(fit.reduce_Bps, 0);
+  EXPECT_LT(rel_err(fit.bw_Bps, 1 / (1 / 20e9 + 1 / 5e9)), 1e-5);
+  EXPECT_LT(rel_err(fit.lat_us, 0.4), 1e-5);
+}
+
+TEST(Calibrate, SpecRoundTripsThroughTheGenerator) {
+  const LinkFit fit{0.123456, 12.5e9, 3e9, ""};
+  const Topology t = generate_topology(switch_spec(fit, 4));
+  EXPECT_EQ(t.num_endpoints(), 4u);
+  EXPECT_EQ(switch_spec(fit, 4), "switch:n=4,bw=12500.000MBps,lat=123456ps,reduce=3000.000MBps");
+  EXPECT_EQ(switch_spec({1, 1e9, 0, ""}, 2), "switch:n=2,bw=1000.000MBps,lat=1000000ps");
+}
+
+std::string record(const std::string& config, const std::string& rows) {
+  return fmt::format(R"({{"tool": "cclab bench", "config": {{{}}}, "rows": [{}]}})", config, rows);
+}
+constexpr const char* kConfig =
+    R"("coll": "allreduce", "backend": "threads", "ranks": 2, "chunks": 1, "group_size": 0, "dtype": "f32")";
+std::string row(const char* algo, int bytes, double us, const std::string& extra = "") {
+  return fmt::format(
+      R"({{"algo": "{}", "peer": false, "size_bytes": {}, "time_us_median": {}, "wrong": 0{}}})",
+      algo, bytes, us, extra);
+}
+
+template <typename Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Calibrate, RecordsKeepOnlyOurRowsThatRan) {
+  const std::string rows = row("ring", 1024, 3) + "," + row("auto", 1024, 2) + "," +
+                           R"({"algo": "gloo-ring", "peer": true, "size_bytes": 1024})" + "," +
+                           row("hd", 4096, 5, R"(, "skipped": "why")") + "," + row("hd", 4096, 4);
+  const Measurements m = parse_bench_record(record(kConfig, rows), "r.json");
+  ASSERT_EQ(m.rows.size(), 2u);
+  EXPECT_EQ(m.rows[0].algo, Algorithm::kRing);
+  EXPECT_EQ(m.rows[1].algo, Algorithm::kHalvingDoubling);
+  EXPECT_EQ(m.rows[1].time_us, 4);
+  EXPECT_EQ(m.ranks, 2);
+  EXPECT_EQ(m.backend, "threads");
+}
+
+TEST(Calibrate, RecordsThatCannotCalibrateAreRefusedByName) {
+  const auto err = [](const std::string& text) {
+    return error_of([&] { fit_switch(parse_bench_record(text, "r.json")); });
+  };
+  EXPECT_EQ(err(R"({"tool": "cclab sim", "config": {}, "rows": []})"),
+            "bench record 'r.json': tool: not a `cclab bench` record");
+  std::string c = kConfig;
+  EXPECT_EQ(err(record(c.replace(c.find("allreduce"), 9, "broadcast"), row("ring", 1024, 3))),
+            "bench record 'r.json': config.coll: only allreduce records calibrate (the tuned "
+            "collective)");
+  EXPECT_EQ(err(record(kConfig, row("ring", 1024, 3, R"(, "wrong": 7)"))),
+            "bench record 'r.json': rows[0].wrong: a row with wrong results cannot calibrate "
+            "anything");
+  EXPECT_EQ(err(record(kConfig, row("ring", 1024, 0))),
+            "bench record 'r.json': rows[0].time_us_median: must be positive");
+  EXPECT_EQ(err(record(kConfig, row("ring", 1024, 3))),
+            "bench record 'r.json': 1 row(s) of ours; a fit needs at least 2 (sizes or "
+            "algorithms)");
+  EXPECT_EQ(error_of([] { load_bench_record("/nonexistent/r.json"); }),
+            "bench record '/nonexistent/r.json': cannot open it for reading");
+}
+
+}  // namespace
+}  // namespace cclab::sim

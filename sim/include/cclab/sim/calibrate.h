@@ -1,0 +1,66 @@
+// Calibration: the simulator's link model fitted to measured all-reduce
+// times, and its predictions checked against measurements.
+//
+// The model is a `switch` topology: every rank an endpoint with one link up
+// and one down (latency `lat` each, so a message pays 2 lat once, then moves
+// at `bw`), and reductions at `reduce` bytes/s on each endpoint. Every
+// simulated time is then a sum a*lat + b/bw + c/reduce whose coefficients the
+// schedule fixes (a: link latencies on the critical path; b, c: bytes moved
+// and reduced on it). The fit simulates each measured row three times, with
+// one parameter at a time and the other two out of the way, to read off its
+// coefficients, and solves the weighted least-squares problem for
+// (lat, 1/bw, 1/reduce) that minimises the relative errors; a parameter that
+// would come out negative is dropped (0 latency, free reductions).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cclab/collectives/algorithms.h"
+
+namespace cclab::sim {
+
+// One row of a `cclab bench --json` record: ours, checked, not skipped.
+struct MeasuredRow {
+  std::uint64_t bytes = 0;
+  coll::Algorithm algo = coll::Algorithm::kRing;
+  double time_us = 0;  // median
+};
+
+struct Measurements {
+  std::string source;  // the file, for messages
+  std::string backend;
+  int ranks = 0;
+  int chunks = 1;
+  int group_size = 0;  // hier's, 0: the default
+  std::size_t elem_bytes = 4;
+  std::vector<MeasuredRow> rows;
+};
+
+// Reads a `cclab bench --json` all-reduce record (peers, auto and skipped rows
+// left out); errors name the file and the field.
+Measurements load_bench_record(const std::string& path);
+Measurements parse_bench_record(const std::string& json_text, const std::string& source);
+
+struct LinkFit {
+  double lat_us = 0;      // per link; a message's route pays two
+  double bw_Bps = 0;      // bytes per second
+  double reduce_Bps = 0;  // 0: reductions are free
+  std::string note;       // what the fit had to give up, if anything
+};
+
+// Throws InvalidArgument when fewer than two rows, or no positive bandwidth fits.
+LinkFit fit_switch(const Measurements& m);
+
+// "switch:n=4,bw=12.345GBps,lat=350.000ns,reduce=20.000GBps"
+std::string switch_spec(const LinkFit& fit, int ranks);
+
+// The rows of `m` with the time the simulator predicts for each on `spec`.
+struct Comparison {
+  MeasuredRow row;
+  double predicted_us = 0;
+};
+std::vector<Comparison> predict_rows(const Measurements& m, const std::string& spec);
+
+}  // namespace cclab::sim
