@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -237,6 +238,8 @@ TuningTable parse_tuning_table(const std::string& json_text, const std::string& 
 }
 
 TuningTable load_tuning_table(const std::string& path) {
+  if (std::filesystem::is_directory(path))
+    throw IoError(fmt::format("tuning table '{}': a directory, not a file", path));
   std::ifstream in(path);
   if (!in) throw IoError(fmt::format("tuning table '{}': cannot open it for reading", path));
   std::stringstream text;

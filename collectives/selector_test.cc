@@ -195,6 +195,7 @@ TEST(Selector, BadTablesNameTheFileAndTheField) {
             "tuning table 't.json': bands: expected a non-empty array");
   EXPECT_EQ(error_of([] { load_tuning_table("/nonexistent/t.json"); }),
             "tuning table '/nonexistent/t.json': cannot open it for reading");
+  EXPECT_EQ(error_of([] { load_tuning_table("/"); }), "tuning table '/': a directory, not a file");
 }
 
 const CollectiveShape kAllReduce8{CollectiveKind::kAllReduce, 8, 1 << 18, 0};  // 1 MiB of f32

@@ -2,6 +2,7 @@
 
 #include <Eigen/Dense>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -131,6 +132,8 @@ Measurements parse_bench_record(const std::string& json_text, const std::string&
 }
 
 Measurements load_bench_record(const std::string& path) {
+  if (std::filesystem::is_directory(path))
+    throw IoError(fmt::format("bench record '{}': a directory, not a file", path));
   std::ifstream in(path);
   if (!in) throw IoError(fmt::format("bench record '{}': cannot open it for reading", path));
   std::stringstream text;
