@@ -292,12 +292,25 @@ void write_json(const std::string& path, const nlohmann::json& record) {
   if (!out) throw IoError(fmt::format("--json: cannot write '{}'", path));
 }
 
+namespace {
+// The q-quantile (0..1) of a row's timed calls, by the nearest rank; the
+// median when none were kept.
+double quantile(const SweepRow& r, double q) {
+  if (r.times_us.empty()) return r.time_us_median;
+  std::vector<double> t = r.times_us;
+  const auto k = static_cast<std::ptrdiff_t>(q * static_cast<double>(t.size() - 1) + 0.5);
+  std::nth_element(t.begin(), t.begin() + k, t.end());
+  return t[static_cast<std::size_t>(k)];
+}
+}  // namespace
+
 void write_tuning_table(std::ostream& out, const BenchConfig& c,
                         const std::vector<SweepRow>& rows) {
   std::vector<coll::TimedCandidate> times;
   for (const auto& r : rows)
     if (r.peer.empty() && r.algo != coll::Algorithm::kAuto && r.skipped.empty())
-      times.push_back({r.bytes, r.algo, c.chunks, r.time_us_median});
+      times.push_back(
+          {r.bytes, r.algo, c.chunks, r.time_us_median, quantile(r, 0.25), quantile(r, 0.75)});
   coll::TuningTable table = coll::tuning_table_from_times(times);
   table.topology = fmt::format("measured by cclab bench --backend {} on {}, {} cores", c.backend,
                                cpu_model(), std::thread::hardware_concurrency());

@@ -157,6 +157,17 @@ SelectorSettings read_env() {
   return s;
 }
 
+// Whether the band's choice goes on at best's size: it is the fastest there,
+// or its spread reaches below the fastest's.
+bool still_holds(const TuningBand& band, const TimedCandidate& best,
+                 const std::vector<TimedCandidate>& times) {
+  if (band.algo == best.algo && band.chunks == best.chunks) return true;
+  for (const auto& t : times)
+    if (t.bytes == best.bytes && t.algo == band.algo && t.chunks == band.chunks)
+      return t.low_us < best.high_us;
+  return false;
+}
+
 }  // namespace
 
 std::vector<Prediction> fastest_per_algorithm(const std::vector<Prediction>& fastest_first) {
@@ -281,9 +292,7 @@ TuningTable tuning_table_from_times(const std::vector<TimedCandidate>& times) {
     std::stable_sort(
         band.predicted.begin(), band.predicted.end(),
         [](const Prediction& a, const Prediction& b) { return a.time_us < b.time_us; });
-    const bool same = !table.bands.empty() && table.bands.back().algo == best->algo &&
-                      table.bands.back().chunks == best->chunks;
-    if (same) continue;
+    if (!table.bands.empty() && still_holds(table.bands.back(), *best, times)) continue;
     band.min_bytes = table.bands.empty() ? 0 : bytes;
     band.predicted_at = bytes;
     band.algo = best->algo;

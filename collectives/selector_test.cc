@@ -119,6 +119,32 @@ TEST(Selector, BandLookupMatchesANaiveArgmin) {
   }
 }
 
+// Measured candidates carry their spread: a band goes on where its choice is
+// not clearly slower than the fastest, and changes where it is.
+TEST(Selector, MeasuredBandsDoNotChangeOnNoise) {
+  const std::vector<TimedCandidate> times = {{1024, Algorithm::kDirect, 1, 2.0, 1.9, 2.1},
+                                             {1024, Algorithm::kRing, 1, 4.0, 3.8, 4.4},
+                                             {4096, Algorithm::kDirect, 1, 3.1, 2.9, 3.3},
+                                             {4096, Algorithm::kRing, 1, 3.0, 2.8, 3.2},
+                                             {16384, Algorithm::kDirect, 1, 9.0, 8.5, 9.5},
+                                             {16384, Algorithm::kRing, 1, 5.0, 4.8, 5.3},
+                                             {65536, Algorithm::kDirect, 1, 20, 19, 21},
+                                             {65536, Algorithm::kRing, 1, 19.5, 19.2, 19.8}};
+  const TuningTable t = tuning_table_from_times(times);
+  // 4 KiB: ring's median is lower but direct's spread overlaps it: direct goes
+  // on. 16 KiB: ring clearly faster. 64 KiB: direct overlaps ring: ring goes on.
+  ASSERT_EQ(t.bands.size(), 2u);
+  EXPECT_EQ(t.bands[0].algo, Algorithm::kDirect);
+  EXPECT_EQ(t.bands[1].min_bytes, 16384u);
+  EXPECT_EQ(t.bands[1].algo, Algorithm::kRing);
+  // Without spreads (predictions), the plain fastest: ring from 4 KiB.
+  std::vector<TimedCandidate> predicted = times;
+  for (auto& p : predicted) p.low_us = p.high_us = 0;
+  const TuningTable u = tuning_table_from_times(predicted);
+  ASSERT_EQ(u.bands.size(), 2u);
+  EXPECT_EQ(u.bands[1].min_bytes, 4096u);
+}
+
 TuningTable example_table() {
   TuningTable t = tuning_table_from_times({{1024, Algorithm::kDirect, 1, 2},
                                            {1024, Algorithm::kRing, 1, 5},

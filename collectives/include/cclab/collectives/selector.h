@@ -65,13 +65,19 @@ struct TimedCandidate {
   std::uint64_t bytes = 0;
   Algorithm algo = Algorithm::kRing;
   int chunks = 1;
-  double time_us = 0;
+  double time_us = 0;  // a median, where measured
+  // Where measured, the spread of the timed calls (25th and 75th
+  // percentiles); both 0 for a prediction, which has none.
+  double low_us = 0, high_us = 0;
 };
 
 // Bands from candidates timed at several sizes: each size's fastest (on a tie
 // the one given first) holds from that size up to the next size whose fastest
-// differs, and the first band reaches down to 0 bytes. The table's source,
-// topology, ranks and group size are the caller's to fill in.
+// differs, and the first band reaches down to 0 bytes. With spreads, a
+// band's choice also holds on where it is not clearly slower than the
+// fastest: its low end below the fastest's high end (measured tables would
+// otherwise change bands on noise). The table's source, topology, ranks and
+// group size are the caller's to fill in.
 TuningTable tuning_table_from_times(const std::vector<TimedCandidate>& times);
 
 // A line per band, each starting with `prefix`: where it starts, its choice,
