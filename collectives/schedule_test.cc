@@ -22,6 +22,13 @@ void* operator new(std::size_t n) {
 }
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+// The nothrow forms too (std::stable_sort's buffer comes from one): left to
+// the sanitizer's allocator, they would be freed by the free() above.
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  g_heap_bytes.fetch_add(n, std::memory_order_relaxed);
+  return std::malloc(n ? n : 1);
+}
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 namespace cclab::coll {
 namespace detail {
