@@ -68,7 +68,10 @@ constexpr const char* kHuge = "1000000000TBps";  // 1e21 B/s: 128 MiB in 0.13 ps
 Eigen::MatrixXd coefficients(const Measurements& m) {
   const int n = m.ranks;
   const Topology lat_only = generate_topology(fmt::format("switch:n={},bw={},lat=1us", n, kHuge));
-  const Topology bw_only = generate_topology(fmt::format("switch:n={},bw=1MBps,lat=0", n));
+  // The fabric (cores x bw, see calibrate.h) scales with bw: still linear.
+  const std::string fabric = m.cores > 0 ? fmt::format(",fabric={}MBps", m.cores) : "";
+  const Topology bw_only =
+      generate_topology(fmt::format("switch:n={},bw=1MBps,lat=0{}", n, fabric));
   const Topology reduce_only =
       generate_topology(fmt::format("switch:n={},bw={},lat=0,reduce=1MBps", n, kHuge));
   Eigen::MatrixXd a(static_cast<Eigen::Index>(m.rows.size()), 3);
@@ -122,6 +125,8 @@ Measurements parse_bench_record(const std::string& json_text, const std::string&
   m.elem_bytes = coll::dtype_size(coll::parse_dtype(
       get<std::string>(*config, "dtype", "config.dtype", source), "config.dtype"));
   if (m.ranks < 2) bad(source, "config.ranks", "needs at least 2 ranks (nothing moves at 1)");
+  if (const auto machine = doc.find("machine"); machine != doc.end() && machine->is_object())
+    m.cores = machine->value("cores", 0);
   const auto rows = doc.find("rows");
   if (rows == doc.end() || !rows->is_array()) bad(source, "rows", "missing array");
   for (std::size_t i = 0; i < rows->size(); ++i) {
@@ -172,6 +177,7 @@ LinkFit fit_switch(const Measurements& m) {
   fit.lat_us = x(0);
   fit.bw_Bps = 1e6 / x(1);  // x(1) in units of (1 MB/s)^-1
   fit.reduce_Bps = x(2) > 0 ? 1e6 / x(2) : 0;
+  fit.fabric_Bps = m.cores > 0 ? m.cores * fit.bw_Bps : 0;
   return fit;
 }
 
@@ -179,6 +185,7 @@ std::string switch_spec(const LinkFit& fit, int ranks) {
   std::string spec = fmt::format("switch:n={},bw={:.3f}MBps,lat={:.0f}ps", ranks, fit.bw_Bps / 1e6,
                                  fit.lat_us * 1e6);
   if (fit.reduce_Bps > 0) spec += fmt::format(",reduce={:.3f}MBps", fit.reduce_Bps / 1e6);
+  if (fit.fabric_Bps > 0) spec += fmt::format(",fabric={:.3f}MBps", fit.fabric_Bps / 1e6);
   return spec;
 }
 

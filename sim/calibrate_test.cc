@@ -90,11 +90,37 @@ TEST(Calibrate, OneAlgorithmCannotTellReductionsFromTransfers) {
 }
 
 TEST(Calibrate, SpecRoundTripsThroughTheGenerator) {
-  const LinkFit fit{0.123456, 12.5e9, 3e9, ""};
+  const LinkFit fit{0.123456, 12.5e9, 3e9, 25e9, ""};
   const Topology t = generate_topology(switch_spec(fit, 4));
   EXPECT_EQ(t.num_endpoints(), 4u);
-  EXPECT_EQ(switch_spec(fit, 4), "switch:n=4,bw=12500.000MBps,lat=123456ps,reduce=3000.000MBps");
-  EXPECT_EQ(switch_spec({1, 1e9, 0, ""}, 2), "switch:n=2,bw=1000.000MBps,lat=1000000ps");
+  EXPECT_EQ(switch_spec(fit, 4),
+            "switch:n=4,bw=12500.000MBps,lat=123456ps,reduce=3000.000MBps,fabric=25000.000MBps");
+  EXPECT_EQ(switch_spec({1, 1e9, 0, 0, ""}, 2), "switch:n=2,bw=1000.000MBps,lat=1000000ps");
+}
+
+// Ranks that share cores: a record made on a switch whose fabric is cores x
+// bw (4 ranks, 2 cores) is fitted and predicted exactly, and the fabric is
+// what makes it so: without it, 4 ranks would move twice as fast.
+TEST(Calibrate, RanksSharingCoresShareAFabric) {
+  const std::string truth = "bw=5GBps,lat=2us,reduce=30GBps";
+  Measurements two = made_on("switch:n=2,fabric=10GBps," + truth, 2, kExact);
+  Measurements four = made_on("switch:n=4,fabric=10GBps," + truth, 4, kExact);
+  two.cores = four.cores = 2;
+  const LinkFit fit = fit_switch(two);
+  EXPECT_LT(rel_err(fit.fabric_Bps, 10e9), 1e-5);
+  for (const auto& c : predict_rows(four, switch_spec(fit, 4)))
+    EXPECT_LT(rel_err(c.predicted_us, c.row.time_us), 1e-5)
+        << c.row.bytes << " B " << coll::algorithm_name(c.row.algo);
+  // An oversubscribed record fits too, near the truth only: at 4 ranks the
+  // time is not one sum of latency, bytes and reductions for every row.
+  const LinkFit from_four = fit_switch(four);
+  EXPECT_LT(rel_err(from_four.bw_Bps, 5e9), 0.05);
+  LinkFit no_fabric = fit;
+  no_fabric.fabric_Bps = 0;
+  for (const auto& c : predict_rows(four, switch_spec(no_fabric, 4))) {
+    if (c.row.algo == Algorithm::kRing && c.row.bytes == (32u << 20))
+      EXPECT_LT(c.predicted_us, 0.6 * c.row.time_us);  // four flows on two cores' fabric
+  }
 }
 
 std::string record(const std::string& config, const std::string& rows) {

@@ -2,6 +2,10 @@
 //
 //   switch:n=8,bw=100Gbps,lat=1us      n endpoints on one switch; a route is
 //                                      2 links (up, down): latency 2*lat
+//   switch:...,fabric=200GBps          the switch moves at most `fabric` in
+//                                      all (a backplane, or the cores of one
+//                                      host that copy every byte): every route
+//                                      crosses one shared link of that rate
 //   ring:n=8,bw=..,lat=..              endpoints in a bidirectional ring of
 //                                      direct links; endpoints forward
 //   torus2d:x=4,y=4,bw=..,lat=..       x*y endpoints, wrap-around links in
@@ -126,11 +130,24 @@ Topology make_switch(SpecArgs& a) {
   const long n = a.integer("n", 1);
   const double bw = a.bandwidth("bw", kDefaultBw), reduce = a.reduce();
   const Time lat = a.latency("lat", kDefaultLat);
-  a.finish("n, bw, lat, reduce");
+  const bool shared = a.has("fabric");
+  const double fabric = shared ? a.bandwidth("fabric", "") : 0;
+  a.finish("n, bw, lat, reduce, fabric");
   Topology t;
   for (long i = 0; i < n; ++i) t.add_endpoint(fmt::format("e{}", i), false, reduce);
-  const NodeId sw = t.add_node(NodeKind::kSwitch, "sw", true);
-  for (long i = 0; i < n; ++i) t.add_duplex(t.endpoint(static_cast<int>(i)), sw, bw, lat);
+  if (!shared) {
+    const NodeId sw = t.add_node(NodeKind::kSwitch, "sw", true);
+    for (long i = 0; i < n; ++i) t.add_duplex(t.endpoint(static_cast<int>(i)), sw, bw, lat);
+    return t;
+  }
+  // Into the switch at one side, out at the other, through the fabric link.
+  const NodeId in = t.add_node(NodeKind::kSwitch, "sw.in", true);
+  const NodeId out = t.add_node(NodeKind::kSwitch, "sw.out", true);
+  t.add_link(in, out, fabric, 0);
+  for (long i = 0; i < n; ++i) {
+    t.add_link(t.endpoint(static_cast<int>(i)), in, bw, lat);
+    t.add_link(out, t.endpoint(static_cast<int>(i)), bw, lat);
+  }
   return t;
 }
 

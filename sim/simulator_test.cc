@@ -48,6 +48,20 @@ TEST(Simulator, RingOnSwitchMatchesClosedForm) {
   }
 }
 
+TEST(Simulator, SwitchFabricIsSharedByEveryFlow) {
+  // fabric=20GBps under 10 GB/s links: the n flows of a ring step share it,
+  // min(bw, fabric/n) each; alpha = 2 * 1us still (the fabric adds none).
+  for (int n : {2, 4, 8}) {
+    const std::uint64_t count = 1000 * n;
+    const SimResult r = run(fmt::format("switch:n={},bw=10GBps,lat=1us,fabric=20GBps", n), n, count,
+                            Algorithm::kRing);
+    const double per_flow = std::min(10e9, 20e9 / n);
+    EXPECT_LT(rel_err(time_to_us(r.total), ring_closed_form_us(n, 4.0 * count, 2.0, per_flow)),
+              1e-6)
+        << "n=" << n;
+  }
+}
+
 TEST(Simulator, CorrectionFactorsScaleLatencyAndBandwidthBySize) {
   // 2 ranks, direct all-reduce: one message of S bytes each way at once on
   // separate links, so the time is alpha * latf(S) + S / (B * bwf(S)), with

@@ -11,6 +11,11 @@
 // coefficients, and solves the weighted least-squares problem for
 // (lat, 1/bw, 1/reduce) that minimises the relative errors; a parameter that
 // would come out negative is dropped (0 latency, free reductions).
+//
+// Where the record names its machine's cores, the ranks are taken to share
+// them: the switch gets a fabric of cores x bw (switch:...,fabric=), so that
+// more ranks than cores share what the cores copy, while up to one rank a
+// core each moves at bw.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +40,7 @@ struct Measurements {
   int chunks = 1;
   int group_size = 0;  // hier's, 0: the default
   std::size_t elem_bytes = 4;
+  int cores = 0;  // machine.cores, 0: not recorded
   std::vector<MeasuredRow> rows;
 };
 
@@ -47,13 +53,14 @@ struct LinkFit {
   double lat_us = 0;      // per link; a message's route pays two
   double bw_Bps = 0;      // bytes per second
   double reduce_Bps = 0;  // 0: reductions are free
+  double fabric_Bps = 0;  // cores x bw where the record names its cores, else 0 (none)
   std::string note;       // what the fit had to give up, if anything
 };
 
 // Throws InvalidArgument when fewer than two rows, or no positive bandwidth fits.
 LinkFit fit_switch(const Measurements& m);
 
-// "switch:n=4,bw=12.345GBps,lat=350.000ns,reduce=20.000GBps"
+// "switch:n=4,bw=12345.000MBps,lat=350000ps,reduce=20000.000MBps,fabric=24690.000MBps"
 std::string switch_spec(const LinkFit& fit, int ranks);
 
 // The rows of `m` with the time the simulator predicts for each on `spec`.
