@@ -96,7 +96,8 @@ std::string explain_band(const TuningBand& band) {
 struct Resolved {
   AlgoConfig config;
   enum class By { kCaller, kForced, kTable, kBuiltIn } by = By::kCaller;
-  const TuningBand* band = nullptr;  // kTable
+  const TuningTable* table = nullptr;  // kTable
+  const TuningBand* band = nullptr;    // kTable
 };
 
 Resolved resolve(const CollectiveShape& shape, std::size_t elem_bytes, const AlgoConfig& requested,
@@ -109,9 +110,10 @@ Resolved resolve(const CollectiveShape& shape, std::size_t elem_bytes, const Alg
     r.config.chunks = settings.forced->chunks;
     return r;
   }
-  const TuningTable* t = settings.table.get();
-  if (t != nullptr && shape.kind == CollectiveKind::kAllReduce && t->ranks == shape.ranks) {
+  const TuningTable* t = settings.table_for(shape.ranks);
+  if (t != nullptr && shape.kind == CollectiveKind::kAllReduce) {
     r.by = Resolved::By::kTable;
+    r.table = t;
     r.band = t->band_for(shape.count * elem_bytes);
     CCLAB_CHECK(r.band != nullptr, "a tuning table without a band at 0 bytes");
     r.config.algo = r.band->algo;
@@ -125,6 +127,15 @@ Resolved resolve(const CollectiveShape& shape, std::size_t elem_bytes, const Alg
   return r;
 }
 
+// "'a.json' for 8 ranks, 'b.json' for 16"
+std::string tables_by_ranks(const SelectorSettings& settings) {
+  std::string out;
+  for (const auto& t : settings.tables)
+    out += fmt::format("{}'{}' for {}{}", out.empty() ? "" : ", ", t.source, t.ranks,
+                       out.empty() ? " ranks" : "");
+  return out;
+}
+
 // Why the built-in rule decided: what the environment offered and why it did
 // not apply, then the rule.
 std::string builtin_reason(const CollectiveShape& shape, const SelectorSettings& settings) {
@@ -132,13 +143,26 @@ std::string builtin_reason(const CollectiveShape& shape, const SelectorSettings&
   if (settings.forced)
     why = fmt::format("CCLAB_ALGO={} does not implement {}; ",
                       algorithm_name(settings.forced->algo), collective_name(shape.kind));
-  const TuningTable* t = settings.table.get();
-  if (t != nullptr && shape.kind != CollectiveKind::kAllReduce)
-    why += fmt::format("tuning table '{}' covers all-reduce only; ", t->source);
-  else if (t != nullptr)
-    why += fmt::format("tuning table '{}' is for {} ranks, not {}; ", t->source, t->ranks,
-                       shape.ranks);
+  if (!settings.tables.empty() && shape.kind != CollectiveKind::kAllReduce)
+    why += "tuning tables cover all-reduce only; ";
+  else if (!settings.tables.empty())
+    why +=
+        fmt::format("no tuning table for {} ranks ({}); ", shape.ranks, tables_by_ranks(settings));
   return why + builtin_rule(shape);
+}
+
+void add_table(SelectorSettings& s, const std::string& path) {
+  try {
+    TuningTable t = load_tuning_table(path);
+    if (const TuningTable* same = s.table_for(t.ranks))
+      throw InvalidArgument(
+          fmt::format("'{}' and '{}' are both for {} ranks (allowed: one table "
+                      "per rank count)",
+                      same->source, path, t.ranks));
+    s.tables.push_back(std::move(t));
+  } catch (const Error& e) {
+    throw InvalidArgument(fmt::format("CCLAB_TUNING: {}", e.what()));
+  }
 }
 
 SelectorSettings read_env() {
@@ -147,11 +171,12 @@ SelectorSettings read_env() {
     s.forced = parse_candidate(algo, "CCLAB_ALGO");
     if (s.forced->algo == Algorithm::kAuto) s.forced.reset();
   }
-  if (const char* path = std::getenv("CCLAB_TUNING"); path != nullptr && *path != '\0') {
-    try {
-      s.table = std::make_shared<const TuningTable>(load_tuning_table(path));
-    } catch (const Error& e) {
-      throw InvalidArgument(fmt::format("CCLAB_TUNING: {}", e.what()));
+  if (const char* paths = std::getenv("CCLAB_TUNING"); paths != nullptr && *paths != '\0') {
+    const std::string list = paths;
+    for (std::size_t pos = 0; pos <= list.size();) {
+      const auto colon = std::min(list.find(':', pos), list.size());
+      if (colon > pos) add_table(s, list.substr(pos, colon - pos));
+      pos = colon + 1;
     }
   }
   return s;
@@ -180,6 +205,12 @@ std::vector<Prediction> fastest_per_algorithm(const std::vector<Prediction>& fas
     if (!seen) out.push_back(p);
   }
   return out;
+}
+
+const TuningTable* SelectorSettings::table_for(int ranks) const {
+  for (const auto& t : tables)
+    if (t.ranks == ranks) return &t;
+  return nullptr;
 }
 
 const TuningBand* TuningTable::band_for(std::uint64_t bytes) const {
@@ -336,7 +367,7 @@ Selection select_algorithm(const CollectiveShape& shape, std::size_t elem_bytes,
       s.reason = "CCLAB_ALGO=" + candidate_label(r.config.algo, r.config.chunks);
       break;
     case Resolved::By::kTable: {
-      const TuningTable& t = *settings.table;
+      const TuningTable& t = *r.table;
       s.reason =
           fmt::format("tuning table '{}' ({} ranks, {}), band from {}; {}", t.source, t.ranks,
                       t.topology, bytes_label(r.band->min_bytes), explain_band(*r.band));

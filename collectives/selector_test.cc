@@ -229,7 +229,7 @@ const CollectiveShape kAllReduce8{CollectiveKind::kAllReduce, 8, 1 << 18, 0};  /
 TEST(Selector, ACallsOwnChoiceWinsOverEverything) {
   SelectorSettings s;
   s.forced = AlgoConfig{Algorithm::kTree, 2};
-  s.table = std::make_shared<const TuningTable>(example_table());
+  s.tables = {example_table()};
   const Selection sel = select_algorithm(kAllReduce8, 4, {Algorithm::kDirect, 3}, s);
   EXPECT_EQ(sel.config.algo, Algorithm::kDirect);
   EXPECT_EQ(sel.config.chunks, 3);
@@ -239,13 +239,13 @@ TEST(Selector, ACallsOwnChoiceWinsOverEverything) {
 TEST(Selector, ForcedChoiceWinsOverTheTable) {
   SelectorSettings s;
   s.forced = AlgoConfig{Algorithm::kTree, 2};
-  s.table = std::make_shared<const TuningTable>(example_table());
+  s.tables = {example_table()};
   const Selection sel = select_algorithm(kAllReduce8, 4, {}, s);
   EXPECT_EQ(sel.config.algo, Algorithm::kTree);
   EXPECT_EQ(sel.config.chunks, 2);
   EXPECT_EQ(sel.reason, "CCLAB_ALGO=tree:2");
   // Broadcast has no hd: the forced choice does not apply, and says so.
-  s.table.reset();
+  s.tables.clear();
   s.forced = AlgoConfig{Algorithm::kHalvingDoubling, 1};
   const Selection b = select_algorithm({CollectiveKind::kBroadcast, 8, 100, 0}, 4, {}, s);
   EXPECT_EQ(b.config.algo, Algorithm::kTree);
@@ -256,7 +256,7 @@ TEST(Selector, ForcedChoiceWinsOverTheTable) {
 
 TEST(Selector, TableChoosesByBandAndExplains) {
   SelectorSettings s;
-  s.table = std::make_shared<const TuningTable>(example_table());
+  s.tables = {example_table()};
   const Selection small = select_algorithm({CollectiveKind::kAllReduce, 8, 256, 0}, 4, {}, s);
   EXPECT_EQ(small.config.algo, Algorithm::kDirect);
   EXPECT_EQ(small.reason,
@@ -277,18 +277,34 @@ TEST(Selector, TableChoosesByBandAndExplains) {
             Algorithm::kHierarchical);
 }
 
+TEST(Selector, EachRankCountHasItsTable) {
+  SelectorSettings s;
+  TuningTable four = tuning_table_from_times({{1024, Algorithm::kTree, 2, 1}});
+  four.source = "four.json";
+  four.ranks = 4;
+  s.tables = {example_table(), four};
+  EXPECT_EQ(select_algorithm(kAllReduce8, 4, {}, s).config.algo, Algorithm::kHierarchical);
+  const Selection at4 = select_algorithm({CollectiveKind::kAllReduce, 4, 1 << 18, 0}, 4, {}, s);
+  EXPECT_EQ(candidate_label(at4.config.algo, at4.config.chunks), "tree:2");
+  EXPECT_EQ(at4.reason.rfind("tuning table 'four.json' (4 ranks", 0), 0u) << at4.reason;
+  EXPECT_NE(select_algorithm({CollectiveKind::kAllReduce, 2, 100, 0}, 4, {}, s)
+                .reason.find("no tuning table for 2 ranks ('example.json' for 8 ranks, "
+                             "'four.json' for 4)"),
+            std::string::npos);
+}
+
 TEST(Selector, TableForOtherCallsFallsBackToTheBuiltInRule) {
   SelectorSettings s;
-  s.table = std::make_shared<const TuningTable>(example_table());
+  s.tables = {example_table()};
   const Selection other_ranks =
       select_algorithm({CollectiveKind::kAllReduce, 4, 1 << 18, 0}, 4, {}, s);
   EXPECT_EQ(other_ranks.config.algo, Algorithm::kRing);
   EXPECT_EQ(other_ranks.reason,
-            "tuning table 'example.json' is for 8 ranks, not 4; built-in size rule: direct "
-            "while (ranks-1) x bytes is at most 64 KiB, else ring");
+            "no tuning table for 4 ranks ('example.json' for 8 ranks); built-in size rule: "
+            "direct while (ranks-1) x bytes is at most 64 KiB, else ring");
   const Selection gather = select_algorithm({CollectiveKind::kAllGather, 8, 16, 0}, 4, {}, s);
   EXPECT_EQ(gather.config.algo, Algorithm::kDirect);
-  EXPECT_NE(gather.reason.find("covers all-reduce only"), std::string::npos);
+  EXPECT_NE(gather.reason.find("tuning tables cover all-reduce only"), std::string::npos);
   EXPECT_EQ(select_algorithm(kAllReduce8, 4, {}, SelectorSettings{}).config.algo,
             choose_algorithm(kAllReduce8, 4));
 }

@@ -134,6 +134,29 @@ class Tune(unittest.TestCase):
             at = max([s for s in want if s <= size], default=min(want))
             self.assertEqual(band["algo"], want[at], f"at {size} B")
 
+    def test_one_table_per_rank_count(self):
+        tables = []
+        for ranks in (4, 8):
+            path = f"{self.tmp}/t{ranks}.json"
+            run(["sim", "--topology", "fat-tree:hosts=8,leaves=2,spines=1", "--ranks", str(ranks),
+                 "--algo", "all", "-b", "1K", "-e", "4M", "-f", "8", "--tune", path])
+            tables.append(path)
+        both = ":".join(tables)
+        for ranks, path in zip((4, 8), tables):
+            out = run(["sim", "--topology", "fat-tree:hosts=8,leaves=2,spines=1", "--ranks",
+                       str(ranks), "--algo", "auto", "-b", "64K", "-e", "64K"],
+                      env={"CCLAB_TUNING": both}).stdout
+            self.assertIn(f"(tuning table '{path}' ({ranks} ranks", out)
+        out = run(["sim", "--topology", "fat-tree:hosts=8,leaves=2,spines=1", "--ranks", "2",
+                   "--algo", "auto", "-b", "64K", "-e", "64K"], env={"CCLAB_TUNING": both}).stdout
+        self.assertIn(f"no tuning table for 2 ranks ('{tables[0]}' for 4 ranks, '{tables[1]}' "
+                      "for 8)", out)
+        p = run(["sim", "--topology", "switch:n=4", "--algo", "auto", "-b", "1K", "-e", "1K"],
+                env={"CCLAB_TUNING": f"{tables[0]}:{tables[0]}"}, check=False)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn(f"CCLAB_TUNING: '{tables[0]}' and '{tables[0]}' are both for 4 ranks",
+                      p.stderr)
+
     def test_bad_environment_is_refused_by_name(self):
         p = run(["sim", "--topology", "switch:n=4", "--algo", "auto", "-b", "1K", "-e", "1K"],
                 env={"CCLAB_ALGO": "fast"}, check=False)

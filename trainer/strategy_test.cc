@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "cclab/collectives/error.h"
@@ -45,7 +46,7 @@ TEST(Strategy, BucketedAllReduceAveragesGradients) {
       world.run([&](coll::Communicator& comm) {
         MirroredStrategy s(comm, StrategyOptions{bucket_bytes, {}, overlap});
         auto scope = s.scope();
-        for (int v = 0; v < 6; ++v) scope.create_variable("v" + std::to_string(v), 10 + 7 * v);
+        for (int v = 0; v < 6; ++v) scope.create_variable(fmt::format("v{}", v), 10 + 7 * v);
         scope.close();
         auto g = s.variables().grads();
         for (std::size_t i = 0; i < g.size(); ++i) g[i] = grad_of(comm.rank(), std::int64_t(i));

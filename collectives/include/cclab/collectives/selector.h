@@ -1,6 +1,7 @@
-// How `auto` becomes an algorithm: a forced choice (CCLAB_ALGO), else a tuning
-// table made by `cclab sim --tune` for the call's rank count (CCLAB_TUNING),
-// else the built-in size rule. Every choice says why (Selection::reason).
+// How `auto` becomes an algorithm: a forced choice (CCLAB_ALGO), else the
+// tuning table made (by `cclab sim --tune` or `cclab bench --tune`) for the
+// call's rank count (CCLAB_TUNING, several separated by ':'), else the
+// built-in size rule. Every choice says why (Selection::reason).
 //
 // Every rank of a communicator must see the same CCLAB_ALGO and the same
 // table, as with NCCL_ALGO: ranks that choose differently run schedules that
@@ -86,12 +87,16 @@ std::string describe_bands(const TuningTable& table, const std::string& prefix);
 
 struct SelectorSettings {
   std::optional<AlgoConfig> forced;  // CCLAB_ALGO
-  std::shared_ptr<const TuningTable> table;
+  std::vector<TuningTable> tables;   // CCLAB_TUNING: at most one per rank count
+
+  // The table for `ranks`, or null.
+  const TuningTable* table_for(int ranks) const;
 };
 
-// CCLAB_ALGO ("hd", "ring:4") and CCLAB_TUNING (a table file), read once per
-// process; a malformed value throws InvalidArgument naming the variable, on
-// this and every later call.
+// CCLAB_ALGO ("hd", "ring:4") and CCLAB_TUNING (table files separated by ':',
+// for different rank counts), read once per process; a malformed value, or
+// two tables for one rank count, throws InvalidArgument naming the variable,
+// on this and every later call.
 const SelectorSettings& selector_settings_from_env();
 
 struct Selection {
