@@ -2,9 +2,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -280,13 +277,7 @@ TuningTable parse_tuning_table(const std::string& json_text, const std::string& 
 }
 
 TuningTable load_tuning_table(const std::string& path) {
-  if (std::filesystem::is_directory(path))
-    throw IoError(fmt::format("tuning table '{}': a directory, not a file", path));
-  std::ifstream in(path);
-  if (!in) throw IoError(fmt::format("tuning table '{}': cannot open it for reading", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_tuning_table(text.str(), path);
+  return parse_tuning_table(read_text_file(path, "tuning table"), path);
 }
 
 std::string tuning_table_json(const TuningTable& t) {

@@ -2,9 +2,6 @@
 
 #include <Eigen/Dense>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -137,13 +134,7 @@ Measurements parse_bench_record(const std::string& json_text, const std::string&
 }
 
 Measurements load_bench_record(const std::string& path) {
-  if (std::filesystem::is_directory(path))
-    throw IoError(fmt::format("bench record '{}': a directory, not a file", path));
-  std::ifstream in(path);
-  if (!in) throw IoError(fmt::format("bench record '{}': cannot open it for reading", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_bench_record(text.str(), path);
+  return parse_bench_record(read_text_file(path, "bench record"), path);
 }
 
 LinkFit fit_switch(const Measurements& m) {

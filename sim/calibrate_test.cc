@@ -118,8 +118,9 @@ TEST(Calibrate, RanksSharingCoresShareAFabric) {
   LinkFit no_fabric = fit;
   no_fabric.fabric_Bps = 0;
   for (const auto& c : predict_rows(four, switch_spec(no_fabric, 4))) {
-    if (c.row.algo == Algorithm::kRing && c.row.bytes == (32u << 20))
+    if (c.row.algo == Algorithm::kRing && c.row.bytes == (32u << 20)) {
       EXPECT_LT(c.predicted_us, 0.6 * c.row.time_us);  // four flows on two cores' fabric
+    }
   }
 }
 

@@ -56,6 +56,10 @@ class InternalError : public Error {
 // fills them, not after it.
 void require_writable(const std::string& path, std::string_view flag);
 
+// The whole text of the file at `path`; throws IoError "WHAT 'PATH': ..."
+// when it is a directory or does not open for reading.
+std::string read_text_file(const std::string& path, std::string_view what);
+
 namespace detail {
 [[noreturn]] void check_failed(const char* expr, const char* file, int line,
                                const std::string& msg);
