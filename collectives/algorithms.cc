@@ -126,9 +126,9 @@ std::vector<Algorithm> algorithms_for(CollectiveKind kind) {
       return {std::begin(kAllAlgorithms), std::end(kAllAlgorithms)};
     case CollectiveKind::kReduceScatter:
     case CollectiveKind::kAllGather:
-      return {Algorithm::kRing, Algorithm::kDirect};
+      return {Algorithm::kRing, Algorithm::kHalvingDoubling, Algorithm::kDirect};
     case CollectiveKind::kBroadcast:
-      return {Algorithm::kRing, Algorithm::kTree};
+      return {Algorithm::kRing, Algorithm::kTree, Algorithm::kHalvingDoubling};
   }
   return {};
 }
@@ -168,25 +168,29 @@ std::unique_ptr<Schedule> make_schedule(const CollectiveShape& shape, const Algo
   const auto count = shape.count;
   const std::string suffix = chunks > 1 ? fmt::format("(chunks={})", chunks) : "";
   const std::string name = std::string(algorithm_name(c.algo)) + suffix;
-  const bool ring = c.algo == Algorithm::kRing, into_output = c.disjoint_output;
-  const std::uint64_t rs_scratch = ring ? count * n : into_output ? 0 : count;
+  const Algorithm a = c.algo;
+  const bool into_output = c.disjoint_output;
+  const std::uint64_t rs_scratch = a == Algorithm::kDirect ? (into_output ? 0 : count) : count * n;
   switch (shape.kind) {
     case CollectiveKind::kAllReduce:
       return all_reduce(shape, c);
     case CollectiveKind::kReduceScatter:
       return std::make_unique<GeneratedSchedule>(shape, name, rs_scratch, [=](int r) {
-        return ring ? ring_reduce_scatter_coll(n, r, count, chunks)
-                    : direct_reduce_scatter(n, r, count, chunks, into_output);
+        if (a == Algorithm::kRing) return ring_reduce_scatter_coll(n, r, count, chunks);
+        if (a == Algorithm::kHalvingDoubling) return hd_reduce_scatter(n, r, count, chunks);
+        return direct_reduce_scatter(n, r, count, chunks, into_output);
       });
     case CollectiveKind::kAllGather:
       return std::make_unique<GeneratedSchedule>(shape, name, 0, [=](int r) {
-        return ring ? ring_all_gather_coll(n, r, count, chunks)
-                    : direct_all_gather(n, r, count, chunks);
+        if (a == Algorithm::kRing) return ring_all_gather_coll(n, r, count, chunks);
+        if (a == Algorithm::kHalvingDoubling) return hd_all_gather(n, r, count, chunks);
+        return direct_all_gather(n, r, count, chunks);
       });
     case CollectiveKind::kBroadcast:
       return std::make_unique<GeneratedSchedule>(shape, name, 0, [=](int r) {
-        return ring ? chain_broadcast(n, r, root, count, chunks)
-                    : binomial_broadcast(n, r, root, count, chunks);
+        if (a == Algorithm::kRing) return chain_broadcast(n, r, root, count, chunks);
+        if (a == Algorithm::kHalvingDoubling) return hd_broadcast(n, r, root, count, chunks);
+        return binomial_broadcast(n, r, root, count, chunks);
       });
   }
   throw InternalError("unknown collective");

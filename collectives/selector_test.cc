@@ -244,13 +244,13 @@ TEST(Selector, ForcedChoiceWinsOverTheTable) {
   EXPECT_EQ(sel.config.algo, Algorithm::kTree);
   EXPECT_EQ(sel.config.chunks, 2);
   EXPECT_EQ(sel.reason, "CCLAB_ALGO=tree:2");
-  // Broadcast has no hd: the forced choice does not apply, and says so.
+  // Broadcast has no direct: the forced choice does not apply, and says so.
   s.tables.clear();
-  s.forced = AlgoConfig{Algorithm::kHalvingDoubling, 1};
+  s.forced = AlgoConfig{Algorithm::kDirect, 1};
   const Selection b = select_algorithm({CollectiveKind::kBroadcast, 8, 100, 0}, 4, {}, s);
   EXPECT_EQ(b.config.algo, Algorithm::kTree);
   EXPECT_EQ(b.reason,
-            "CCLAB_ALGO=hd does not implement broadcast; built-in size rule: tree up to 64 KiB, "
+            "CCLAB_ALGO=direct does not implement broadcast; built-in size rule: tree up to 64 KiB, "
             "else ring");
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -103,6 +104,56 @@ TEST(Simulator, ReduceCostAddsToReduceScatterSteps) {
   const double s = 4000;
   const double want_us = 2.0 * (n - 1) * (2.0 + s / 10e9 * 1e6) + (n - 1) * s / 2e9 * 1e6;
   EXPECT_LT(rel_err(time_to_us(r.total), want_us), 1e-6);
+}
+
+SimResult run_coll(CollectiveKind kind, int ranks, std::uint64_t count, Algorithm algo) {
+  const Topology t = generate_topology("switch:n=16,bw=100Gbps,lat=1us");
+  return simulate(t, *coll::make_schedule({kind, ranks, count, 0}, {algo, 1, 0}), {4, nullptr});
+}
+
+TEST(Simulator, HalvingDoublingReduceScatterAndAllGatherMatchClosedForm) {
+  // Power-of-two n on a switch (alpha = 2us, B = 12.5e9 B/s): log2(n)
+  // exchanges, the k-th of S/2^k bytes each way, each pair alone on its links:
+  // log2(n) alpha + (n-1)/n S/B, with S reduce-scatter's input and all-gather's
+  // output (reductions and copies are free here).
+  for (int n : {2, 4, 8, 16}) {
+    const std::uint64_t count = 1000;  // a rank's block
+    const double bytes = 4.0 * count * n;
+    const double want = std::log2(n) * 2.0 + (n - 1.0) / n * bytes / 12.5e9 * 1e6;
+    for (auto kind : {CollectiveKind::kReduceScatter, CollectiveKind::kAllGather}) {
+      const SimResult r = run_coll(kind, n, count, Algorithm::kHalvingDoubling);
+      EXPECT_LT(rel_err(time_to_us(r.total), want), 1e-6)
+          << coll::collective_name(kind) << " n=" << n;
+    }
+  }
+}
+
+TEST(Simulator, HalvingDoublingBroadcastMatchesClosedForm) {
+  // S bytes from rank 0, alpha = 2us, B = 12.5e9 B/s, t = S/B.
+  // n = 2: scatter S/2 to rank 1, then swap halves: 2 alpha + t.
+  // n = 3: the same between ranks 0 and 2 (rank 1 sits out), then rank 0 sends
+  //   rank 1 all of it: 3 alpha + 2t.
+  // n = 4: the root sends S/2 to rank 2 and S/4 to rank 1 at once, sharing
+  //   its link: rank 1 has its quarter at alpha + t/2, rank 2 its half at
+  //   alpha + 3t/4 and forwards a quarter to rank 3 (2 alpha + t). Doubling:
+  //   0-1 swap quarters from alpha + 3t/4 (the root's sends done) to
+  //   2 alpha + t, 2-3 from 2 alpha + t to 3 alpha + 5t/4; then 0-2 and 1-3
+  //   swap halves: 4 alpha + 7t/4.
+  const double s = 4.0 * 4000, t = s / 12.5e9 * 1e6;
+  const std::pair<int, double> cases[] = {
+      {2, 2 * 2.0 + t}, {3, 3 * 2.0 + 2 * t}, {4, 4 * 2.0 + 7 * t / 4}};
+  for (const auto& [n, want] : cases) {
+    const SimResult r = run_coll(CollectiveKind::kBroadcast, n, 4000, Algorithm::kHalvingDoubling);
+    EXPECT_LT(rel_err(time_to_us(r.total), want), 1e-6) << "n=" << n;
+  }
+  // Where bandwidth dominates, scatter + gather beats the binomial tree
+  // (log2(n) t): 16 ranks, 64 MiB.
+  const std::uint64_t big = std::uint64_t{16} << 20;
+  const double hd =
+      time_to_us(run_coll(CollectiveKind::kBroadcast, 16, big, Algorithm::kHalvingDoubling).total);
+  const double tree =
+      time_to_us(run_coll(CollectiveKind::kBroadcast, 16, big, Algorithm::kTree).total);
+  EXPECT_LT(hd, tree / 1.5) << hd << " vs " << tree;
 }
 
 TEST(Simulator, LinkBytesAndBottleneck) {

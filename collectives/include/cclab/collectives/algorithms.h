@@ -17,7 +17,8 @@ enum class Algorithm : std::uint8_t {
   kAuto,             // chosen by select_algorithm() (selector.h)
   kRing,             // bandwidth-optimal ring (reduce-scatter + all-gather); chain broadcast
   kTree,             // double binary tree all-reduce; binomial-tree broadcast
-  kHalvingDoubling,  // Rabenseifner: recursive halving + recursive doubling
+  kHalvingDoubling,  // Rabenseifner: recursive halving + recursive doubling; their halves for
+                     // reduce-scatter / all-gather; scatter + doubling broadcast
   kHierarchical,     // two-level: intra-group reduce-scatter, inner all-reduce, all-gather
   kDirect,           // one-shot: every rank reads every peer's data
 };
