@@ -255,9 +255,6 @@ BenchConfig resolve(const BenchFlags& f) {
             "stream is a reference, not a peer)");
   c.pin = f.pin;
   c.tune_path = f.tune_path;
-  if (!c.tune_path.empty() && c.coll != CollectiveKind::kAllReduce)
-    invalid("--tune", fmt::format("tuning tables cover allreduce, not --coll {}",
-                                  coll::collective_name(c.coll)));
   const bool named = std::any_of(c.algos.begin(), c.algos.end(),
                                  [](Algorithm a) { return a != Algorithm::kAuto; });
   if (!c.tune_path.empty() && !named)
@@ -292,20 +289,6 @@ coll::CollectiveShape shape_for(const BenchConfig& c, std::uint64_t total_count)
       c.coll == CollectiveKind::kReduceScatter || c.coll == CollectiveKind::kAllGather;
   shape.count = per_rank_blocks ? total_count / static_cast<std::uint64_t>(c.ranks) : total_count;
   return shape;
-}
-
-double bus_factor(CollectiveKind kind, int ranks) {
-  const double n = ranks;
-  switch (kind) {
-    case CollectiveKind::kAllReduce:
-      return 2.0 * (n - 1) / n;
-    case CollectiveKind::kReduceScatter:
-    case CollectiveKind::kAllGather:
-      return (n - 1) / n;
-    case CollectiveKind::kBroadcast:
-      return 1.0;
-  }
-  return 1.0;
 }
 
 }  // namespace cclab::bench

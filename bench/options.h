@@ -127,8 +127,6 @@ std::vector<SizePoint> sweep_sizes(const BenchConfig& config);
 // The per-rank shape of one collective call of `total_count` elements (see SizePoint).
 coll::CollectiveShape shape_for(const BenchConfig& config, std::uint64_t total_count);
 
-// nccl-tests' busbw = algbw * factor: 2(n-1)/n for all-reduce, (n-1)/n for
-// reduce-scatter and all-gather, 1 for broadcast.
-double bus_factor(coll::CollectiveKind kind, int ranks);
+using coll::bus_factor;  // nccl-tests' bus factor (schedule.h)
 
 }  // namespace cclab::bench

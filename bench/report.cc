@@ -314,14 +314,16 @@ void write_tuning_table(std::ostream& out, const BenchConfig& c,
   coll::TuningTable table = coll::tuning_table_from_times(times);
   table.topology = fmt::format("measured by cclab bench --backend {} on {}, {} cores", c.backend,
                                cpu_model(), std::thread::hardware_concurrency());
+  table.collective = c.coll;
   table.ranks = c.ranks;
   table.group_size = c.group_size > 0 ? c.group_size : coll::default_group_size(c.ranks);
   std::ofstream file(c.tune_path);
   file << coll::tuning_table_json(table);
   file.close();
   if (!file) throw IoError(fmt::format("--tune: cannot write '{}'", c.tune_path));
-  out << fmt::format("# tuning table for {} ranks written to {} (use: CCLAB_TUNING={}):\n{}",
-                     c.ranks, c.tune_path, c.tune_path, coll::describe_bands(table, "#   "));
+  out << fmt::format("# tuning table for {} at {} ranks written to {} (use: CCLAB_TUNING={}):\n{}",
+                     coll::collective_name(c.coll), c.ranks, c.tune_path, c.tune_path,
+                     coll::describe_bands(table, "#   "));
 }
 
 nlohmann::json machine_info() {

@@ -86,6 +86,20 @@ CollectiveKind parse_collective(std::string_view name, std::string_view what) {
       name));
 }
 
+double bus_factor(CollectiveKind kind, int ranks) {
+  const double n = ranks;
+  switch (kind) {
+    case CollectiveKind::kAllReduce:
+      return 2.0 * (n - 1) / n;
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllGather:
+      return (n - 1) / n;
+    case CollectiveKind::kBroadcast:
+      return 1.0;
+  }
+  return 1.0;
+}
+
 std::uint64_t CollectiveShape::input_count() const {
   return kind == CollectiveKind::kReduceScatter ? count * ranks : count;
 }

@@ -39,15 +39,17 @@ T field_as(const json& obj, const char* key, const std::string& field, const std
   }
 }
 
-TuningBand parse_band(const json& b, const std::string& field, const std::string& source) {
+TuningBand parse_band(const json& b, CollectiveKind kind, const std::string& field,
+                      const std::string& source) {
   if (!b.is_object()) bad_field(source, field, "expected an object");
   TuningBand band;
   band.min_bytes =
       field_as<std::uint64_t>(b, "min_bytes", field + ".min_bytes", source, "a byte count");
   const auto algo = field_as<std::string>(b, "algo", field + ".algo", source, "a string");
   band.algo = parse_algorithm(algo, fmt::format("tuning table '{}': {}.algo", source, field));
-  if (band.algo == Algorithm::kAuto || !supports(CollectiveKind::kAllReduce, band.algo))
-    bad_field(source, field + ".algo", fmt::format("'{}' is not an all-reduce algorithm", algo));
+  if (band.algo == Algorithm::kAuto || !supports(kind, band.algo))
+    bad_field(source, field + ".algo",
+              fmt::format("'{}' does not implement {}", algo, collective_name(kind)));
   band.chunks = field_as<int>(b, "chunks", field + ".chunks", source, "an integer");
   if (band.chunks < 1) bad_field(source, field + ".chunks", "must be at least 1");
   if (b.contains("predicted_at_bytes"))
@@ -107,11 +109,11 @@ Resolved resolve(const CollectiveShape& shape, std::size_t elem_bytes, const Alg
     r.config.chunks = settings.forced->chunks;
     return r;
   }
-  const TuningTable* t = settings.table_for(shape.ranks);
-  if (t != nullptr && shape.kind == CollectiveKind::kAllReduce) {
+  const TuningTable* t = settings.table_for(shape.kind, shape.ranks);
+  if (t != nullptr) {
     r.by = Resolved::By::kTable;
     r.table = t;
-    r.band = t->band_for(shape.count * elem_bytes);
+    r.band = t->band_for(table_bytes(shape, elem_bytes));
     CCLAB_CHECK(r.band != nullptr, "a tuning table without a band at 0 bytes");
     r.config.algo = r.band->algo;
     r.config.chunks = r.band->chunks;
@@ -124,12 +126,15 @@ Resolved resolve(const CollectiveShape& shape, std::size_t elem_bytes, const Alg
   return r;
 }
 
-// "'a.json' for 8 ranks, 'b.json' for 16"
-std::string tables_by_ranks(const SelectorSettings& settings) {
+// "allreduce at 8 ranks ('a.json')": what a table is for.
+std::string table_scope(const TuningTable& t) {
+  return fmt::format("{} at {} ranks ('{}')", collective_name(t.collective), t.ranks, t.source);
+}
+
+// "allreduce at 8 ranks ('a.json'), allgather at 8 ranks ('b.json')"
+std::string table_scopes(const SelectorSettings& settings) {
   std::string out;
-  for (const auto& t : settings.tables)
-    out += fmt::format("{}'{}' for {}{}", out.empty() ? "" : ", ", t.source, t.ranks,
-                       out.empty() ? " ranks" : "");
+  for (const auto& t : settings.tables) out += (out.empty() ? "" : ", ") + table_scope(t);
   return out;
 }
 
@@ -140,22 +145,20 @@ std::string builtin_reason(const CollectiveShape& shape, const SelectorSettings&
   if (settings.forced)
     why = fmt::format("CCLAB_ALGO={} does not implement {}; ",
                       algorithm_name(settings.forced->algo), collective_name(shape.kind));
-  if (!settings.tables.empty() && shape.kind != CollectiveKind::kAllReduce)
-    why += "tuning tables cover all-reduce only; ";
-  else if (!settings.tables.empty())
-    why +=
-        fmt::format("no tuning table for {} ranks ({}); ", shape.ranks, tables_by_ranks(settings));
+  if (!settings.tables.empty())
+    why += fmt::format("no tuning table for {} at {} ranks (tables: {}); ",
+                       collective_name(shape.kind), shape.ranks, table_scopes(settings));
   return why + builtin_rule(shape);
 }
 
 void add_table(SelectorSettings& s, const std::string& path) {
   try {
     TuningTable t = load_tuning_table(path);
-    if (const TuningTable* same = s.table_for(t.ranks))
+    if (const TuningTable* same = s.table_for(t.collective, t.ranks))
       throw InvalidArgument(
-          fmt::format("'{}' and '{}' are both for {} ranks (allowed: one table "
-                      "per rank count)",
-                      same->source, path, t.ranks));
+          fmt::format("'{}' and '{}' are both for {} at {} ranks (allowed: one table "
+                      "per collective and rank count)",
+                      same->source, path, collective_name(t.collective), t.ranks));
     s.tables.push_back(std::move(t));
   } catch (const Error& e) {
     throw InvalidArgument(fmt::format("CCLAB_TUNING: {}", e.what()));
@@ -204,10 +207,14 @@ std::vector<Prediction> fastest_per_algorithm(const std::vector<Prediction>& fas
   return out;
 }
 
-const TuningTable* SelectorSettings::table_for(int ranks) const {
+const TuningTable* SelectorSettings::table_for(CollectiveKind kind, int ranks) const {
   for (const auto& t : tables)
-    if (t.ranks == ranks) return &t;
+    if (t.collective == kind && t.ranks == ranks) return &t;
   return nullptr;
+}
+
+std::uint64_t table_bytes(const CollectiveShape& shape, std::size_t elem_bytes) {
+  return std::max(shape.input_count(), shape.output_count()) * elem_bytes;
 }
 
 const TuningBand* TuningTable::band_for(std::uint64_t bytes) const {
@@ -250,8 +257,12 @@ TuningTable parse_tuning_table(const std::string& json_text, const std::string& 
   TuningTable t;
   t.source = source;
   const auto kind = field_as<std::string>(doc, "collective", "collective", source, "a string");
-  if (kind != "allreduce")
-    bad_field(source, "collective", fmt::format("'{}' (allowed: allreduce)", kind));
+  try {
+    t.collective = parse_collective(kind, "collective");
+  } catch (const InvalidArgument&) {
+    bad_field(source, "collective",
+              fmt::format("'{}' (allowed: allreduce, reducescatter, allgather, broadcast)", kind));
+  }
   t.topology = field_as<std::string>(doc, "topology", "topology", source, "a string");
   t.ranks = field_as<int>(doc, "ranks", "ranks", source, "an integer");
   if (t.ranks < 1) bad_field(source, "ranks", "must be at least 1");
@@ -265,7 +276,7 @@ TuningTable parse_tuning_table(const std::string& json_text, const std::string& 
     bad_field(source, "bands", "expected a non-empty array");
   for (std::size_t i = 0; i < bands->size(); ++i) {
     const std::string field = fmt::format("bands[{}]", i);
-    t.bands.push_back(parse_band((*bands)[i], field, source));
+    t.bands.push_back(parse_band((*bands)[i], t.collective, field, source));
     const std::uint64_t min = t.bands.back().min_bytes;
     if (i == 0 && min != 0) bad_field(source, field + ".min_bytes", "the first band starts at 0");
     if (i > 0 && min <= t.bands[i - 1].min_bytes)
@@ -291,7 +302,7 @@ std::string tuning_table_json(const TuningTable& t) {
                      {"predicted_at_bytes", b.predicted_at},
                      {"predicted_us", std::move(predicted)}});
   }
-  const json doc = {{"tool", "cclab sim --tune"}, {"collective", "allreduce"},
+  const json doc = {{"tool", "cclab sim --tune"}, {"collective", collective_name(t.collective)},
                     {"topology", t.topology},     {"ranks", t.ranks},
                     {"group_size", t.group_size}, {"bands", std::move(bands)}};
   return doc.dump(2) + "\n";
@@ -359,9 +370,12 @@ Selection select_algorithm(const CollectiveShape& shape, std::size_t elem_bytes,
       break;
     case Resolved::By::kTable: {
       const TuningTable& t = *r.table;
+      const std::string kind = t.collective == CollectiveKind::kAllReduce
+                                   ? ""
+                                   : fmt::format("{}, ", collective_name(t.collective));
       s.reason =
-          fmt::format("tuning table '{}' ({} ranks, {}), band from {}; {}", t.source, t.ranks,
-                      t.topology, bytes_label(r.band->min_bytes), explain_band(*r.band));
+          fmt::format("tuning table '{}' ({}{} ranks, {}), band from {}; {}", t.source, kind,
+                      t.ranks, t.topology, bytes_label(r.band->min_bytes), explain_band(*r.band));
       break;
     }
     case Resolved::By::kBuiltIn:

@@ -201,13 +201,17 @@ TEST(Selector, BadTablesNameTheFileAndTheField) {
   EXPECT_EQ(err(with("\"group_size\": 4", "\"group_size\": 3")),
             "tuning table 't.json': group_size: 3 does not divide the 8 ranks (allowed: a "
             "divisor, or 0)");
+  EXPECT_EQ(err(with("\"allreduce\"", "\"alltoall\"")),
+            "tuning table 't.json': collective: 'alltoall' (allowed: allreduce, reducescatter, "
+            "allgather, broadcast)");
+  // A band's algorithm must implement the table's collective.
   EXPECT_EQ(err(with("\"allreduce\"", "\"broadcast\"")),
-            "tuning table 't.json': collective: 'broadcast' (allowed: allreduce)");
+            "tuning table 't.json': bands[0].algo: 'direct' does not implement broadcast");
   EXPECT_EQ(err(with("\"algo\": \"direct\"", "\"algo\": \"fast\"")),
             "tuning table 't.json': bands[0].algo: unknown algorithm 'fast' (allowed: ring, "
             "tree, hd, hier, direct, auto)");
   EXPECT_EQ(err(with("\"algo\": \"direct\"", "\"algo\": \"auto\"")),
-            "tuning table 't.json': bands[0].algo: 'auto' is not an all-reduce algorithm");
+            "tuning table 't.json': bands[0].algo: 'auto' does not implement allreduce");
   EXPECT_EQ(err(with("\"chunks\": 1", "\"chunks\": 0")),
             "tuning table 't.json': bands[0].chunks: must be at least 1");
   EXPECT_EQ(err(with("\"min_bytes\": 0", "\"min_bytes\": 5")),
@@ -249,9 +253,10 @@ TEST(Selector, ForcedChoiceWinsOverTheTable) {
   s.forced = AlgoConfig{Algorithm::kDirect, 1};
   const Selection b = select_algorithm({CollectiveKind::kBroadcast, 8, 100, 0}, 4, {}, s);
   EXPECT_EQ(b.config.algo, Algorithm::kTree);
-  EXPECT_EQ(b.reason,
-            "CCLAB_ALGO=direct does not implement broadcast; built-in size rule: tree up to 64 KiB, "
-            "else ring");
+  EXPECT_EQ(
+      b.reason,
+      "CCLAB_ALGO=direct does not implement broadcast; built-in size rule: tree up to 64 KiB, "
+      "else ring");
 }
 
 TEST(Selector, TableChoosesByBandAndExplains) {
@@ -288,8 +293,8 @@ TEST(Selector, EachRankCountHasItsTable) {
   EXPECT_EQ(candidate_label(at4.config.algo, at4.config.chunks), "tree:2");
   EXPECT_EQ(at4.reason.rfind("tuning table 'four.json' (4 ranks", 0), 0u) << at4.reason;
   EXPECT_NE(select_algorithm({CollectiveKind::kAllReduce, 2, 100, 0}, 4, {}, s)
-                .reason.find("no tuning table for 2 ranks ('example.json' for 8 ranks, "
-                             "'four.json' for 4)"),
+                .reason.find("no tuning table for allreduce at 2 ranks (tables: allreduce at 8 "
+                             "ranks ('example.json'), allreduce at 4 ranks ('four.json'))"),
             std::string::npos);
 }
 
@@ -300,13 +305,61 @@ TEST(Selector, TableForOtherCallsFallsBackToTheBuiltInRule) {
       select_algorithm({CollectiveKind::kAllReduce, 4, 1 << 18, 0}, 4, {}, s);
   EXPECT_EQ(other_ranks.config.algo, Algorithm::kRing);
   EXPECT_EQ(other_ranks.reason,
-            "no tuning table for 4 ranks ('example.json' for 8 ranks); built-in size rule: "
-            "direct while (ranks-1) x bytes is at most 64 KiB, else ring");
+            "no tuning table for allreduce at 4 ranks (tables: allreduce at 8 ranks "
+            "('example.json')); built-in size rule: direct while (ranks-1) x bytes is at most 64 "
+            "KiB, else ring");
+  // An all-reduce table says nothing about all-gather at the same rank count.
   const Selection gather = select_algorithm({CollectiveKind::kAllGather, 8, 16, 0}, 4, {}, s);
   EXPECT_EQ(gather.config.algo, Algorithm::kDirect);
-  EXPECT_NE(gather.reason.find("tuning tables cover all-reduce only"), std::string::npos);
+  EXPECT_NE(gather.reason.find("no tuning table for allgather at 8 ranks"), std::string::npos)
+      << gather.reason;
   EXPECT_EQ(select_algorithm(kAllReduce8, 4, {}, SelectorSettings{}).config.algo,
             choose_algorithm(kAllReduce8, 4));
+}
+
+TEST(Selector, EachCollectiveHasItsTablesKeyedByTheWholeBuffer) {
+  // All-gather and reduce-scatter tables are keyed by the whole output / input
+  // (nccl-tests' size), not a rank's block: 8 ranks of 16 KiB blocks are a
+  // 128 KiB call, past the 64 KiB band.
+  auto table = [](CollectiveKind kind, Algorithm small, Algorithm big, const char* name) {
+    TuningTable t = tuning_table_from_times(
+        {{1024, small, 1, 1}, {1024, big, 1, 2}, {65536, small, 1, 9}, {65536, big, 1, 3}});
+    t.collective = kind;
+    t.ranks = 8;
+    t.source = name;
+    t.topology = "switch:n=8";
+    return t;
+  };
+  SelectorSettings s;
+  s.tables = {
+      table(CollectiveKind::kAllGather, Algorithm::kDirect, Algorithm::kHalvingDoubling, "ag.json"),
+      table(CollectiveKind::kReduceScatter, Algorithm::kHalvingDoubling, Algorithm::kRing,
+            "rs.json"),
+      table(CollectiveKind::kBroadcast, Algorithm::kTree, Algorithm::kHalvingDoubling, "bc.json")};
+  const auto pick = [&](CollectiveKind kind, std::uint64_t count) {
+    return select_algorithm({kind, 8, count, 0}, 4, {}, s);
+  };
+  EXPECT_EQ(pick(CollectiveKind::kAllGather, 2047).config.algo, Algorithm::kDirect);  // < 64 KiB
+  EXPECT_EQ(pick(CollectiveKind::kAllGather, 2048).config.algo, Algorithm::kHalvingDoubling);
+  EXPECT_EQ(pick(CollectiveKind::kReduceScatter, 2047).config.algo, Algorithm::kHalvingDoubling);
+  EXPECT_EQ(pick(CollectiveKind::kReduceScatter, 2048).config.algo, Algorithm::kRing);
+  EXPECT_EQ(pick(CollectiveKind::kBroadcast, 16383).config.algo, Algorithm::kTree);
+  EXPECT_EQ(pick(CollectiveKind::kBroadcast, 16384).config.algo, Algorithm::kHalvingDoubling);
+  EXPECT_EQ(pick(CollectiveKind::kAllGather, 2048)
+                .reason.rfind(
+                    "tuning table 'ag.json' (allgather, 8 ranks, switch:n=8), band from 64 KiB", 0),
+            0u)
+      << pick(CollectiveKind::kAllGather, 2048).reason;
+  // No all-reduce table among them: the built-in rule, naming what there is.
+  EXPECT_NE(select_algorithm(kAllReduce8, 4, {}, s)
+                .reason.find("no tuning table for allreduce at 8 ranks (tables: allgather at 8 "
+                             "ranks ('ag.json'), reducescatter at 8 ranks ('rs.json'), broadcast "
+                             "at 8 ranks ('bc.json'))"),
+            std::string::npos);
+  // The collective survives a round trip through JSON.
+  const TuningTable back = parse_tuning_table(tuning_table_json(s.tables[2]), "bc.json");
+  EXPECT_EQ(back.collective, CollectiveKind::kBroadcast);
+  EXPECT_EQ(back.bands.back().algo, Algorithm::kHalvingDoubling);
 }
 
 TEST(Selector, MakeScheduleRunsTheSelection) {

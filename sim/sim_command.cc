@@ -1,14 +1,17 @@
 // `cclab sim`: an nccl-tests style sweep, predicted instead of measured, e.g.
 //   cclab sim --topology switch:n=8,bw=100Gbps,lat=1us --ranks 8 --algo all -b 1K -e 1G -f 4
 // Sizes follow `cclab bench`: from -b to -e multiplying by -f, rounded down to
-// whole f32 elements; algbw = bytes / time, busbw = algbw * 2(n-1)/n (nccl-tests'
-// all-reduce bus factor). The op is f32 sum; each row adds the most utilised link.
+// whole f32 elements (and, for reduce-scatter and all-gather, whose size is the
+// whole input or output, to a multiple of the ranks); algbw = bytes / time,
+// busbw = algbw * nccl-tests' bus factor for the collective. The op is f32
+// sum; each row adds the most utilised link.
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <fstream>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -31,6 +34,8 @@ using coll::CollectiveKind;
 
 struct SimFlags {
   std::string topology;
+  std::string coll = "allreduce";
+  int root = 0;   // broadcast
   int ranks = 0;  // 0: every endpoint (--ranks not given)
   std::string algos = "all";
   std::string min_bytes = "1K", max_bytes = "64M";
@@ -93,19 +98,22 @@ std::vector<std::string> split_list(const std::string& list) {
   }
 }
 
-// --algo: names, `all` standing for every all-reduce algorithm.
-std::vector<Algorithm> parse_algos(const std::string& list) {
+// --algo: names, `all` standing for every algorithm of the collective.
+std::vector<Algorithm> parse_algos(const std::string& list, CollectiveKind kind) {
+  const auto every = coll::algorithms_for(kind);
+  std::string allowed;
+  for (Algorithm a : every) allowed += fmt::format("{}, ", coll::algorithm_name(a));
   std::vector<Algorithm> out;
   for (const std::string& item : split_list(list)) {
     if (item == "all") {
-      const auto every = coll::algorithms_for(CollectiveKind::kAllReduce);
       out.insert(out.end(), every.begin(), every.end());
       continue;
     }
     const Algorithm a = coll::parse_algorithm(item, "--algo");
-    if (!coll::supports(CollectiveKind::kAllReduce, a))
-      throw InvalidArgument(
-          fmt::format("--algo: '{}' does not apply to allreduce", coll::algorithm_name(a)));
+    if (!coll::supports(kind, a))
+      throw InvalidArgument(fmt::format("--algo: '{}' does not apply to {} (allowed: {}auto, all)",
+                                        coll::algorithm_name(a), coll::collective_name(kind),
+                                        allowed));
     out.push_back(a);
   }
   return out;
@@ -130,7 +138,7 @@ std::vector<int> parse_chunks(const std::string& list) {
 std::vector<Candidate> make_candidates(const SimFlags& f) {
   const auto chunks = parse_chunks(f.chunks);
   std::vector<Candidate> out;
-  for (Algorithm a : parse_algos(f.algos)) {
+  for (Algorithm a : parse_algos(f.algos, coll::parse_collective(f.coll, "--coll"))) {
     if (a == Algorithm::kAuto) {
       out.push_back({a, 1});
       continue;
@@ -140,6 +148,11 @@ std::vector<Candidate> make_candidates(const SimFlags& f) {
   return out;
 }
 
+// The op column: all-gather and broadcast reduce nothing (nccl-tests: none).
+const char* redop_name(std::string_view coll) {
+  return coll == "allgather" || coll == "broadcast" ? "none" : "sum";
+}
+
 int group_size_for(const SimFlags& f, const Topology& t, int ranks) {
   if (f.group_size > 0) return f.group_size;  // make_schedule checks that it divides
   const int hint = t.group_size_hint;
@@ -147,27 +160,30 @@ int group_size_for(const SimFlags& f, const Topology& t, int ranks) {
 }
 
 void print_header(const SimFlags& f, const Topology& t, int ranks, int group) {
+  const bool broadcast = f.coll == "broadcast";
   fmt::print(
-      "# cclab sim: topology {}, ranks {}, endpoints {}, links {}, dtype f32, op sum, "
+      "# cclab sim: topology {}, ranks {}, endpoints {}, links {}, coll {}{}, dtype f32, op {}, "
       "chunks {}\n",
-      t.description, ranks, t.num_endpoints(), t.num_links(), f.chunks);
+      t.description, ranks, t.num_endpoints(), t.num_links(), f.coll,
+      broadcast ? fmt::format(" (root {})", f.root) : "", redop_name(f.coll), f.chunks);
   fmt::print("# hier group size {}\n#\n#", group > 0 ? group : coll::default_group_size(ranks));
   fmt::print(kColumns, "size(B)", "count", "type", "redop", "algo", "time(us)", "algbw(GB/s)",
              "busbw(GB/s)", "bottleneck");
   fmt::print("\n");
 }
 
-void print_row(const Topology& t, const Row& r, int ranks) {
+void print_row(const Topology& t, const Row& r, CollectiveKind kind, int ranks) {
   const double us = time_to_us(r.result.total);
   const double algbw = us > 0 ? static_cast<double>(r.bytes) / us * 1e-3 : 0;  // GB/s
-  const double busbw = algbw * 2.0 * (ranks - 1) / ranks;
+  const double busbw = algbw * coll::bus_factor(kind, ranks);
   const std::string neck = r.result.bottleneck < 0
                                ? "none"
                                : fmt::format("{} ({:.0f}%)", t.link_name(r.result.bottleneck),
                                              100 * r.result.bottleneck_utilisation);
   fmt::print(" ");
-  fmt::print(kColumns, r.bytes, r.count, "f32", "sum", r.label(), fmt::format("{:.2f}", us),
-             fmt::format("{:.2f}", algbw), fmt::format("{:.2f}", busbw), neck);
+  fmt::print(kColumns, r.bytes, r.count, "f32", redop_name(coll::collective_name(kind)), r.label(),
+             fmt::format("{:.2f}", us), fmt::format("{:.2f}", algbw), fmt::format("{:.2f}", busbw),
+             neck);
   fmt::print("\n");
   if (r.candidate.algo == Algorithm::kAuto)
     fmt::print("#   auto: {} ({})\n", r.chosen_label(), r.chosen.reason);
@@ -181,7 +197,7 @@ void write_json(const std::string& path, const SimFlags& f, const Topology& t, i
         {{"size_bytes", r.bytes},
          {"count", r.count},
          {"type", "f32"},
-         {"redop", "sum"},
+         {"redop", redop_name(f.coll)},
          {"algo", coll::algorithm_name(r.candidate.algo)},
          {"chosen", r.chosen_label()},
          {"chunks", r.chosen.config.chunks},
@@ -194,6 +210,8 @@ void write_json(const std::string& path, const SimFlags& f, const Topology& t, i
          {"flows", r.result.flows}});
   const nlohmann::json config = {
       {"topology", t.description},
+      {"coll", f.coll},
+      {"root", f.root},
       {"ranks", ranks},
       {"algos", f.algos},
       {"min_bytes", f.min_bytes},
@@ -213,20 +231,25 @@ void write_json(const std::string& path, const SimFlags& f, const Topology& t, i
 std::vector<Row> sweep(const SimFlags& f, const Topology& topo, int ranks, int group,
                        std::uint64_t lo, std::uint64_t hi, TraceWriter* trace) {
   const auto candidates = make_candidates(f);
+  const CollectiveKind kind = coll::parse_collective(f.coll, "--coll");
+  const bool per_rank_blocks =
+      kind == CollectiveKind::kReduceScatter || kind == CollectiveKind::kAllGather;
+  const auto n = static_cast<std::uint64_t>(ranks);
   std::vector<Row> rows;
   for (std::uint64_t bytes = lo;; bytes *= static_cast<std::uint64_t>(f.step_factor)) {
     const bool last_size = bytes > hi / static_cast<std::uint64_t>(f.step_factor);
     for (const Candidate& c : candidates) {
-      const std::uint64_t count = bytes / kElem;
-      const coll::CollectiveShape shape{CollectiveKind::kAllReduce, ranks, count, 0};
+      const std::uint64_t count = bytes / kElem / (per_rank_blocks ? n : 1);  // per rank
+      const std::uint64_t total = count * (per_rank_blocks ? n : 1);
+      const coll::CollectiveShape shape{kind, ranks, count, f.root};
       const bool hier_group = c.algo == Algorithm::kHierarchical || c.algo == Algorithm::kAuto;
-      Row row{count * kElem, count, c, {}, {}, {}};
+      Row row{total * kElem, total, c, {}, {}, {}};
       row.chosen = coll::select_algorithm(shape, kElem, {c.algo, c.chunks, hier_group ? group : 0});
       const auto sched = coll::make_schedule(shape, row.chosen.config, kElem);
       row.name = sched->name();
       const bool traced = trace != nullptr && last_size && &c == &candidates.back();
       row.result = simulate(topo, *sched, {kElem, traced ? trace : nullptr});
-      print_row(topo, row, ranks);
+      print_row(topo, row, kind, ranks);
       rows.push_back(std::move(row));
     }
     if (last_size) break;
@@ -244,14 +267,15 @@ void write_tuning_table(const SimFlags& f, const Topology& topo, int ranks, int 
       times.push_back(
           {r.bytes, r.chosen.config.algo, r.chosen.config.chunks, time_to_us(r.result.total)});
   coll::TuningTable table = coll::tuning_table_from_times(times);
+  table.collective = coll::parse_collective(f.coll, "--coll");
   table.topology = topo.description;
   table.ranks = ranks;
   table.group_size = group > 0 ? group : coll::default_group_size(ranks);
   std::ofstream out(f.tune_path);
   out << coll::tuning_table_json(table);
   if (!out) throw IoError(fmt::format("--tune: cannot write '{}'", f.tune_path));
-  fmt::print("#\n# tuning table for {} ranks written to {} (use: CCLAB_TUNING={}):\n{}", ranks,
-             f.tune_path, f.tune_path, coll::describe_bands(table, "#   "));
+  fmt::print("#\n# tuning table for {} at {} ranks written to {} (use: CCLAB_TUNING={}):\n{}",
+             f.coll, ranks, f.tune_path, f.tune_path, coll::describe_bands(table, "#   "));
 }
 
 void check_flags(const SimFlags& f, int ranks, std::uint64_t lo, std::uint64_t hi) {
@@ -260,6 +284,18 @@ void check_flags(const SimFlags& f, int ranks, std::uint64_t lo, std::uint64_t h
         fmt::format("-b/--minbytes: {} is larger than -e/--maxbytes {}", f.min_bytes, f.max_bytes));
   if (lo < 1) throw InvalidArgument("-b/--minbytes: must be at least 1 byte");
   if (f.step_factor < 2) throw InvalidArgument("-f/--stepfactor: must be at least 2");
+  const CollectiveKind kind = coll::parse_collective(f.coll, "--coll");
+  if (f.root != 0 && kind != CollectiveKind::kBroadcast)
+    throw InvalidArgument(fmt::format("--root: applies to broadcast only, not --coll {}", f.coll));
+  if (f.root < 0 || f.root >= ranks)
+    throw InvalidArgument(
+        fmt::format("--root: {} is not a rank (allowed: 0 to {})", f.root, ranks - 1));
+  const bool per_rank_blocks =
+      kind == CollectiveKind::kReduceScatter || kind == CollectiveKind::kAllGather;
+  if (per_rank_blocks && hi / kElem < static_cast<std::uint64_t>(ranks))
+    throw InvalidArgument(
+        fmt::format("-e/--maxbytes: {} holds fewer than one f32 per rank ({} ranks) for {}",
+                    f.max_bytes, ranks, f.coll));
   if (f.group_size < 0 || (f.group_size > 0 && ranks % f.group_size != 0))
     throw InvalidArgument(fmt::format(
         "--group-size: {} does not divide the {} ranks (allowed: a divisor, or 0 for the default)",
@@ -297,7 +333,7 @@ void run_sim(const SimFlags& f) {
 void add_sim_command(CLI::App& app) {
   auto flags = std::make_shared<SimFlags>();
   CLI::App* cmd = app.add_subcommand(
-      "sim", "Predict all-reduce times on a topology with the network simulator");
+      "sim", "Predict collective times on a topology with the network simulator");
   cmd->add_option("--topology", flags->topology,
                   "Generator spec (switch:n=8,bw=100Gbps,lat=1us; ring:n=..; torus2d:x=..,y=..; "
                   "fat-tree:hosts=..,leaves=..,spines=..,bw=..,uplink=..; "
@@ -310,9 +346,13 @@ void add_sim_command(CLI::App& app) {
         flags->ranks = n;
       },
       "Ranks (default: one per endpoint)");
+  cmd->add_option("--coll", flags->coll,
+                  "allreduce (default), reducescatter, allgather or broadcast; sizes are the "
+                  "whole buffer, as in cclab bench");
+  cmd->add_option("--root", flags->root, "broadcast: the root rank (default 0)");
   cmd->add_option("--algo", flags->algos,
-                  "Comma list of ring, tree, hd, hier, direct, auto (the selector's choice, "
-                  "CCLAB_TUNING / CCLAB_ALGO), or all");
+                  "Comma list of ring, tree, hd, hier, direct (those the collective has), auto "
+                  "(the selector's choice, CCLAB_TUNING / CCLAB_ALGO), or all");
   cmd->add_option("-b,--minbytes", flags->min_bytes, "Smallest size (K, M, G suffixes)");
   cmd->add_option("-e,--maxbytes", flags->max_bytes, "Largest size");
   cmd->add_option("-f,--stepfactor", flags->step_factor, "Size multiplier between rows");

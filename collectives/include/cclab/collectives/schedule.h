@@ -88,6 +88,9 @@ using Program = Generator<Step>;
 enum class CollectiveKind : std::uint8_t { kAllReduce, kReduceScatter, kAllGather, kBroadcast };
 std::string_view collective_name(CollectiveKind k);
 CollectiveKind parse_collective(std::string_view name, std::string_view what = "coll");
+// nccl-tests' busbw = algbw * factor: 2(n-1)/n for all-reduce, (n-1)/n for
+// reduce-scatter and all-gather, 1 for broadcast.
+double bus_factor(CollectiveKind kind, int ranks);
 
 // Counts are per rank, in elements, with nccl-tests conventions:
 //  all-reduce:      input = output = count

@@ -1,6 +1,6 @@
 // How `auto` becomes an algorithm: a forced choice (CCLAB_ALGO), else the
 // tuning table made (by `cclab sim --tune` or `cclab bench --tune`) for the
-// call's rank count (CCLAB_TUNING, several separated by ':'), else the
+// call's collective and rank count (CCLAB_TUNING, several separated by ':'), else the
 // built-in size rule. Every choice says why (Selection::reason).
 //
 // Every rank of a communicator must see the same CCLAB_ALGO and the same
@@ -25,8 +25,8 @@ struct Prediction {
   double time_us = 0;
 };
 
-// All-reduce buffers from min_bytes up to the next band's min_bytes run `algo`
-// with `chunks`; `predicted` says why (fastest first).
+// Calls whose size (table_bytes) is from min_bytes up to the next band's
+// min_bytes run `algo` with `chunks`; `predicted` says why (fastest first).
 struct TuningBand {
   std::uint64_t min_bytes = 0;
   Algorithm algo = Algorithm::kRing;
@@ -35,9 +35,10 @@ struct TuningBand {
   std::vector<Prediction> predicted;
 };
 
-// A size-banded choice for all-reduce on one topology and rank count.
+// A size-banded choice for one collective on one topology and rank count.
 struct TuningTable {
-  std::string source;    // where it was read from, for messages
+  std::string source;  // where it was read from, for messages
+  CollectiveKind collective = CollectiveKind::kAllReduce;
   std::string topology;  // what it was tuned for (a description, not checked)
   int ranks = 0;
   int group_size = 0;             // hier's group size when tuned (0: the default)
@@ -61,7 +62,12 @@ TuningTable parse_tuning_table(const std::string& json_text, const std::string& 
 TuningTable load_tuning_table(const std::string& path);
 std::string tuning_table_json(const TuningTable& table);
 
-// One candidate timed (or predicted) at one all-reduce size.
+// The size a table's bands are keyed by: the larger of the call's input and
+// output in bytes, as nccl-tests and `cclab bench` give sizes (all-gather's
+// whole output, reduce-scatter's whole input).
+std::uint64_t table_bytes(const CollectiveShape& shape, std::size_t elem_bytes);
+
+// One candidate timed (or predicted) at one size (table_bytes).
 struct TimedCandidate {
   std::uint64_t bytes = 0;
   Algorithm algo = Algorithm::kRing;
@@ -87,16 +93,16 @@ std::string describe_bands(const TuningTable& table, const std::string& prefix);
 
 struct SelectorSettings {
   std::optional<AlgoConfig> forced;  // CCLAB_ALGO
-  std::vector<TuningTable> tables;   // CCLAB_TUNING: at most one per rank count
+  std::vector<TuningTable> tables;   // CCLAB_TUNING: at most one per collective and rank count
 
-  // The table for `ranks`, or null.
-  const TuningTable* table_for(int ranks) const;
+  // The table for `kind` at `ranks`, or null.
+  const TuningTable* table_for(CollectiveKind kind, int ranks) const;
 };
 
 // CCLAB_ALGO ("hd", "ring:4") and CCLAB_TUNING (table files separated by ':',
-// for different rank counts), read once per process; a malformed value, or
-// two tables for one rank count, throws InvalidArgument naming the variable,
-// on this and every later call.
+// for different collectives or rank counts), read once per process; a
+// malformed value, or two tables for one collective and rank count, throws
+// InvalidArgument naming the variable, on this and every later call.
 const SelectorSettings& selector_settings_from_env();
 
 struct Selection {
