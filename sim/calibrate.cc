@@ -48,8 +48,11 @@ bool usable_row(const json& r, std::size_t i, const std::string& source, Measure
 }
 
 SimResult simulate_row(const Measurements& m, const MeasuredRow& r, const Topology& t) {
-  const coll::CollectiveShape shape{coll::CollectiveKind::kAllReduce, m.ranks,
-                                    r.bytes / m.elem_bytes, 0};
+  // Sizes are the whole buffer (cclab bench's), counts a rank's.
+  const bool blocks =
+      m.coll == coll::CollectiveKind::kReduceScatter || m.coll == coll::CollectiveKind::kAllGather;
+  const std::uint64_t count = r.bytes / m.elem_bytes / (blocks ? m.ranks : 1);
+  const coll::CollectiveShape shape{m.coll, m.ranks, count, m.root};
   const bool hier = r.algo == coll::Algorithm::kHierarchical;
   const auto sched =
       coll::make_schedule(shape, {r.algo, m.chunks, hier ? m.group_size : 0}, m.elem_bytes);
@@ -113,8 +116,10 @@ Measurements parse_bench_record(const std::string& json_text, const std::string&
   if (config == doc.end() || !config->is_object()) bad(source, "config", "missing object");
   Measurements m;
   m.source = source;
-  if (get<std::string>(*config, "coll", "config.coll", source) != "allreduce")
-    bad(source, "config.coll", "only allreduce records calibrate (the tuned collective)");
+  const auto coll_name = get<std::string>(*config, "coll", "config.coll", source);
+  m.coll = coll::parse_collective(coll_name, fmt::format("bench record '{}': config.coll", source));
+  if (m.coll == coll::CollectiveKind::kBroadcast)
+    m.root = get<int>(*config, "root", "config.root", source);
   m.backend = get<std::string>(*config, "backend", "config.backend", source);
   m.ranks = get<int>(*config, "ranks", "config.ranks", source);
   m.chunks = get<int>(*config, "chunks", "config.chunks", source);
@@ -122,6 +127,8 @@ Measurements parse_bench_record(const std::string& json_text, const std::string&
   m.elem_bytes = coll::dtype_size(coll::parse_dtype(
       get<std::string>(*config, "dtype", "config.dtype", source), "config.dtype"));
   if (m.ranks < 2) bad(source, "config.ranks", "needs at least 2 ranks (nothing moves at 1)");
+  if (m.root < 0 || m.root >= m.ranks)
+    bad(source, "config.root", fmt::format("{} is not one of the {} ranks", m.root, m.ranks));
   if (const auto machine = doc.find("machine"); machine != doc.end() && machine->is_object())
     m.cores = machine->value("cores", 0);
   const auto rows = doc.find("rows");

@@ -41,10 +41,18 @@ std::map<std::uint64_t, std::vector<std::string>> fastest(const std::vector<Comp
   return out;
 }
 
+// "allgather, " for a record of another collective than all-reduce.
+std::string coll_label(const Measurements& m) {
+  return m.coll == coll::CollectiveKind::kAllReduce
+             ? ""
+             : fmt::format("{}, ", coll::collective_name(m.coll));
+}
+
 // The table of one record, its fastest-per-size agreement and a summary line.
 void report(const Measurements& m, const std::string& spec) {
   const auto rows = predict_rows(m, spec);
-  fmt::print("#\n# {} ({} backend, {} ranks) on {}\n", m.source, m.backend, m.ranks, spec);
+  fmt::print("#\n# {} ({} backend, {}{} ranks) on {}\n", m.source, m.backend, coll_label(m),
+             m.ranks, spec);
   fmt::print("#{:>11} {:>7} {:>13} {:>14} {:>10}\n", "size(B)", "algo", "measured(us)",
              "predicted(us)", "pred/meas");
   std::vector<double> ratios;
@@ -77,9 +85,9 @@ void run_calibrate(const CalibrateFlags& f) {
   for (const auto& path : f.validate) others.push_back(load_bench_record(path));
   const LinkFit fit = fit_switch(base);
   fmt::print(
-      "# cclab calibrate: {} ({} backend, {} ranks, {} rows of ours)\n"
+      "# cclab calibrate: {} ({} backend, {}{} ranks, {} rows of ours)\n"
       "# fitted: lat {:.1f} ns a link ({:.1f} ns a message), bw {:.3f} GB/s, reduce {}\n",
-      base.source, base.backend, base.ranks, base.rows.size(), fit.lat_us * 1e3,
+      base.source, base.backend, coll_label(base), base.ranks, base.rows.size(), fit.lat_us * 1e3,
       2 * fit.lat_us * 1e3, fit.bw_Bps / 1e9,
       fit.reduce_Bps > 0 ? fmt::format("{:.3f} GB/s", fit.reduce_Bps / 1e9) : "free");
   if (!fit.note.empty()) fmt::print("# note: {}\n", fit.note);

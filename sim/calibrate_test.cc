@@ -21,21 +21,26 @@ using coll::Algorithm;
 
 double rel_err(double got, double want) { return std::abs(got - want) / std::abs(want); }
 
-// Every algorithm at 1 KiB .. 64 MiB, timed by the simulator on `spec`, each
-// time scaled by noise(i) for row i.
+// Every algorithm at 1 KiB .. 64 MiB (the whole buffer, as `cclab bench`
+// records it: for reduce-scatter and all-gather `ranks` blocks of bytes/ranks),
+// timed by the simulator on `spec`, each time scaled by noise(i) for row i.
 template <typename Noise>
 Measurements made_on(
     const std::string& spec, int ranks, Noise noise,
-    std::vector<Algorithm> algos = coll::algorithms_for(coll::CollectiveKind::kAllReduce)) {
+    std::vector<Algorithm> algos = coll::algorithms_for(coll::CollectiveKind::kAllReduce),
+    coll::CollectiveKind kind = coll::CollectiveKind::kAllReduce) {
   Measurements m;
   m.source = "synthetic";
   m.backend = "sim";
   m.ranks = ranks;
+  m.coll = kind;
   const Topology t = generate_topology(spec);
+  const bool blocks =
+      kind == coll::CollectiveKind::kReduceScatter || kind == coll::CollectiveKind::kAllGather;
   for (std::uint64_t bytes = 1024; bytes <= (64u << 20); bytes *= 8)
     for (Algorithm a : algos) {
-      const auto sched = coll::make_schedule(
-          {coll::CollectiveKind::kAllReduce, ranks, bytes / 4, 0}, {a, 1, 0}, 4);
+      const std::uint64_t count = blocks ? bytes / 4 / ranks : bytes / 4;
+      const auto sched = coll::make_schedule({kind, ranks, count, 0}, {a, 1, 0}, 4);
       const double us = time_to_us(simulate(t, *sched, {4, nullptr}).total);
       m.rows.push_back({bytes, a, us * noise(m.rows.size())});
     }
@@ -124,6 +129,26 @@ TEST(Calibrate, RanksSharingCoresShareAFabric) {
   }
 }
 
+TEST(Calibrate, LinksFittedOnAllReducePredictEveryCollective) {
+  // Fit on 2-rank all-reduce times made by a known switch (at 2 ranks the
+  // algorithms move and reduce in different proportions, so the three
+  // parameters separate); the fitted links must then time the other
+  // collectives at 3 and 4 ranks, recorded by whole-buffer size, as the known
+  // switch does.
+  const std::string truth = "bw=12GBps,lat=700ns,reduce=9GBps";
+  const LinkFit fit = fit_switch(made_on("switch:n=2," + truth, 2, kExact));
+  for (int ranks : {3, 4})
+    for (auto kind : {coll::CollectiveKind::kReduceScatter, coll::CollectiveKind::kAllGather,
+                      coll::CollectiveKind::kBroadcast}) {
+      const Measurements m = made_on(fmt::format("switch:n={},{}", ranks, truth), ranks, kExact,
+                                     coll::algorithms_for(kind), kind);
+      for (const auto& c : predict_rows(m, switch_spec(fit, ranks)))
+        EXPECT_LT(rel_err(c.predicted_us, c.row.time_us), 1e-5)
+            << coll::collective_name(kind) << " " << ranks << " ranks " << c.row.bytes << " B "
+            << coll::algorithm_name(c.row.algo);
+    }
+}
+
 std::string record(const std::string& config, const std::string& rows) {
   return fmt::format(R"({{"tool": "cclab bench", "config": {{{}}}, "rows": [{}]}})", config, rows);
 }
@@ -165,9 +190,15 @@ TEST(Calibrate, RecordsThatCannotCalibrateAreRefusedByName) {
   EXPECT_EQ(err(R"({"tool": "cclab sim", "config": {}, "rows": []})"),
             "bench record 'r.json': tool: not a `cclab bench` record");
   std::string c = kConfig;
-  EXPECT_EQ(err(record(c.replace(c.find("allreduce"), 9, "broadcast"), row("ring", 1024, 3))),
-            "bench record 'r.json': config.coll: only allreduce records calibrate (the tuned "
-            "collective)");
+  EXPECT_EQ(err(record(c.replace(c.find("allreduce"), 9, "alltoall"), row("ring", 1024, 3))),
+            "bench record 'r.json': config.coll: unknown collective 'alltoall' (allowed: "
+            "allreduce, reducescatter, allgather, broadcast)");
+  c = kConfig;
+  c.replace(c.find("allreduce"), 9, "broadcast");
+  EXPECT_EQ(err(record(c, row("ring", 1024, 3))),
+            "bench record 'r.json': config.root: missing field");
+  EXPECT_EQ(err(record(c + R"(, "root": 5)", row("ring", 1024, 3))),
+            "bench record 'r.json': config.root: 5 is not one of the 2 ranks");
   EXPECT_EQ(err(record(kConfig, row("ring", 1024, 3, R"(, "wrong": 7)"))),
             "bench record 'r.json': rows[0].wrong: a row with wrong results cannot calibrate "
             "anything");

@@ -1,5 +1,6 @@
-// Calibration: the simulator's link model fitted to measured all-reduce
-// times, and its predictions checked against measurements.
+// Calibration: the simulator's link model fitted to measured collective
+// times (a `cclab bench` record of any --coll), and its predictions checked
+// against measurements, of the same or another collective.
 //
 // The model is a `switch` topology: every rank an endpoint with one link up
 // and one down (latency `lat` each, so a message pays 2 lat once, then moves
@@ -36,6 +37,8 @@ struct MeasuredRow {
 struct Measurements {
   std::string source;  // the file, for messages
   std::string backend;
+  coll::CollectiveKind coll = coll::CollectiveKind::kAllReduce;
+  int root = 0;  // broadcast's
   int ranks = 0;
   int chunks = 1;
   int group_size = 0;  // hier's, 0: the default
