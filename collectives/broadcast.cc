@@ -45,11 +45,14 @@ Program binomial_broadcast(int n, int me, int root, std::uint64_t count, int chu
       co_yield e.recv((v - static_cast<int>(high) + root) % n, r);
       got = e.last();
     }
-    // Children v + m for m = 2^k > high, largest first (their subtrees are largest).
-    unsigned m = std::bit_ceil(static_cast<unsigned>(n));
-    for (; m > 0 && m > high; m /= 2)
-      if (v + m < static_cast<unsigned>(n) && (v == 0 || m > high))
-        co_yield e.send((v + static_cast<int>(m) + root) % n, r, Deps(got));
+    // Children v + m for m = 2^k > high, the largest subtree (smallest m)
+    // first and one after another: sent at once they would share this rank's
+    // link, and the largest subtree would wait for the smallest's bytes.
+    std::int64_t sent = -1;
+    for (unsigned m = v == 0 ? 1u : 2 * high; v + m < static_cast<unsigned>(n); m *= 2) {
+      co_yield e.send((v + static_cast<int>(m) + root) % n, r, Deps(got, sent));
+      sent = e.last();
+    }
   }
 }
 

@@ -128,7 +128,7 @@ TEST(Simulator, HalvingDoublingReduceScatterAndAllGatherMatchClosedForm) {
   }
 }
 
-TEST(Simulator, HalvingDoublingBroadcastMatchesClosedForm) {
+TEST(Simulator, BroadcastsMatchTheirClosedForms) {
   // S bytes from rank 0, alpha = 2us, B = 12.5e9 B/s, t = S/B.
   // n = 2: scatter S/2 to rank 1, then swap halves: 2 alpha + t.
   // n = 3: the same between ranks 0 and 2 (rank 1 sits out), then rank 0 sends
@@ -145,6 +145,14 @@ TEST(Simulator, HalvingDoublingBroadcastMatchesClosedForm) {
   for (const auto& [n, want] : cases) {
     const SimResult r = run_coll(CollectiveKind::kBroadcast, n, 4000, Algorithm::kHalvingDoubling);
     EXPECT_LT(rel_err(time_to_us(r.total), want), 1e-6) << "n=" << n;
+  }
+  // The binomial tree: ceil(log2 n) rounds of alpha + t, a rank sending to
+  // its children one after another, largest subtree first (sent at once they
+  // would share its link: 1 + 2 + ... + log2(n) rounds of bytes).
+  for (int n : {2, 5, 8, 16}) {
+    const SimResult r = run_coll(CollectiveKind::kBroadcast, n, 4000, Algorithm::kTree);
+    EXPECT_LT(rel_err(time_to_us(r.total), std::ceil(std::log2(n)) * (2.0 + t)), 1e-6)
+        << "tree n=" << n;
   }
   // Where bandwidth dominates, scatter + gather beats the binomial tree
   // (log2(n) t): 16 ranks, 64 MiB.
