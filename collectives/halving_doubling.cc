@@ -31,10 +31,10 @@
 // root (relative 0) never sits out. The root holds p blocks; a binomial
 // scatter halves them (step m = p/2, ..., 1: a v that is a multiple of 2m
 // sends blocks [v+m, v+2m) to v+m), leaving v with block v; doubling gathers
-// them, and a pair's even rank sends the odd one the result. Cost for S
-// bytes: 2 log2(p) a + 2 (p-1)/p S/B where the root's scatter sends do not
-// share a link (on one link they do: 4 ranks take 4a + 7/4 S/B), plus a + S/B
-// for a fold: below the binomial tree's log2(n)(a + S/B) once S/B outweighs a.
+// them, and a pair's even rank sends the odd one the result. A rank's
+// scatter sends go one after another, largest first. Cost for S bytes:
+// 2 log2(p) a + 2 (p-1)/p S/B, plus a + S/B for a fold: below the binomial
+// tree's log2(n)(a + S/B) once S/B outweighs a.
 #include <bit>
 
 #include "blocks.h"
@@ -263,11 +263,20 @@ Program hd_broadcast(int n, int me, int root, std::uint64_t count, int chunks) {
   const int v = f.virt(w);
   const EvenBlocks range{Partition{count, std::uint64_t(f.p)}};
   e.set_phase("hd-scatter");
+  std::int64_t sent = -1;
   for (int m = f.p / 2; m >= 1; m /= 2) {
-    if (v % (2 * m) == 0) {  // the root sends from its input: no wait for the copy
+    if (v % (2 * m) == 0) {
+      // Largest range first, one send after another (at once they would share
+      // this rank's link); the root sends from its input: no wait for the copy.
       const Region r = range(v + m, v + 2 * m);
-      CCLAB_YIELD_ALL(
-          exchange({f.real(v + m), v == 0 ? as_input(r) : r, {}, {}, false, chunks}, e));
+      const Region src = v == 0 ? as_input(r) : r;
+      const Partition cp{r.count, std::uint64_t(chunks)};
+      for (int c = 0; c < chunks; ++c) {
+        if (cp.size(c) == 0) continue;
+        co_yield e.send(f.real(v + m), {src.buffer, src.offset + cp.offset(c), cp.size(c)},
+                        Deps(sent));
+        sent = e.last();
+      }
     } else if (v % (2 * m) == m) {
       CCLAB_YIELD_ALL(exchange({f.real(v - m), {}, range(v, v + m), {}, false, chunks}, e));
       co_yield e.fence();  // what it forwards next is what it received

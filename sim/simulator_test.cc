@@ -133,15 +133,14 @@ TEST(Simulator, BroadcastsMatchTheirClosedForms) {
   // n = 2: scatter S/2 to rank 1, then swap halves: 2 alpha + t.
   // n = 3: the same between ranks 0 and 2 (rank 1 sits out), then rank 0 sends
   //   rank 1 all of it: 3 alpha + 2t.
-  // n = 4: the root sends S/2 to rank 2 and S/4 to rank 1 at once, sharing
-  //   its link: rank 1 has its quarter at alpha + t/2, rank 2 its half at
-  //   alpha + 3t/4 and forwards a quarter to rank 3 (2 alpha + t). Doubling:
-  //   0-1 swap quarters from alpha + 3t/4 (the root's sends done) to
-  //   2 alpha + t, 2-3 from 2 alpha + t to 3 alpha + 5t/4; then 0-2 and 1-3
-  //   swap halves: 4 alpha + 7t/4.
+  // n = 4: the root sends S/2 to rank 2 (alpha + t/2), then S/4 to rank 1
+  //   (2 alpha + 3t/4) while rank 2 forwards a quarter to rank 3 (the same).
+  //   Doubling: 0-1 and 2-3 swap quarters (3 alpha + t), then 0-2 and 1-3
+  //   swap halves: 4 alpha + 3t/2, i.e. 2 log2(n) alpha + 2 (n-1)/n t, as
+  //   for n = 8.
   const double s = 4.0 * 4000, t = s / 12.5e9 * 1e6;
   const std::pair<int, double> cases[] = {
-      {2, 2 * 2.0 + t}, {3, 3 * 2.0 + 2 * t}, {4, 4 * 2.0 + 7 * t / 4}};
+      {2, 2 * 2.0 + t}, {3, 3 * 2.0 + 2 * t}, {4, 4 * 2.0 + 1.5 * t}, {8, 6 * 2.0 + 1.75 * t}};
   for (const auto& [n, want] : cases) {
     const SimResult r = run_coll(CollectiveKind::kBroadcast, n, 4000, Algorithm::kHalvingDoubling);
     EXPECT_LT(rel_err(time_to_us(r.total), want), 1e-6) << "n=" << n;
