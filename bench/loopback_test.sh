@@ -25,6 +25,8 @@
 #   env CCLAB CONVENTION N         N ranks started by hand (no launch) with
 #                                  TF_CONFIG or OMPI_COMM_WORLD_* as their identity
 #   dtypes CCLAB N                 every algorithm for every dtype (and op avg, max)
+#   collectives CCLAB N            reduce-scatter, all-gather and broadcast (root N-1),
+#                                  every algorithm, out of place and in place, checked
 #   mpi CCLAB N                    ours and Open MPI's MPI_Allreduce (--algo all,mpi) under
 #                                  mpirun, MPI on shared memory and loopback only
 #   mpi-mismatch CCLAB             3 ranks under mpirun whose RANK swaps 0 and 1: every
@@ -363,6 +365,25 @@ case $mode in
       echo "== $dtype $op"
       timeout 120 "$cclab" launch -n "$n" -- "$cclab" "${bench_args[@]}" -e 8K --algo all \
         --dtype "$dtype" --op "$op" || { echo "FAIL: $dtype $op"; exit 1; }
+    done
+    ;;
+  collectives)
+    cclab=$1 n=$2
+    for coll in reducescatter allgather broadcast; do
+      for place in "" --inplace; do
+        echo "== $coll $place"
+        out=$(mktemp)
+        timeout 120 "$cclab" launch -n "$n" -- "$cclab" "${bench_args[@]}" --coll "$coll" \
+          --root $((n - 1)) --algo all $place >"$out" 2>&1 || { cat "$out"; echo "FAIL: $coll $place"; exit 1; }
+        fail=0
+        expect_checked_table "$out" "$n"
+        # Three algorithms each (ring, hd, and direct or tree) at 1K, 8K and 64K.
+        rows=$(grep -Ec "^\[0\] +[0-9]+ +[0-9]+ +f32 +(sum|none) +[a-z]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +0 " "$out" || true)
+        cat "$out"
+        rm -f "$out"
+        ((fail == 0)) || exit 1
+        ((rows == 9)) || { echo "FAIL: $rows checked rows, expected 9"; exit 1; }
+      done
     done
     ;;
   mpi)
