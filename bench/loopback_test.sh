@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Multi-process tests of the gloo backend over 127.0.0.1, run by CTest
 # (label `loopback`). Modes:
-#   run CCLAB N ALGO [RENDEZVOUS]  all-reduce sweep with --check 1 under
-#                                  `cclab launch -n N`; exit 0 proves #wrong == 0
+#   run CCLAB N ALGO [RENDEZVOUS [FLAGS]]  all-reduce sweep with --check 1 under
+#                                  `cclab launch -n N` (RENDEZVOUS "": the default;
+#                                  FLAGS: more bench flags); exit 0 proves #wrong == 0
 #   redis-run CCLAB N ALGO DIR     the same through the Redis server that
 #                                  `redis-start DIR` left in DIR
 #   peers CCLAB N [FLAGS]          ours and every Gloo peer, checked, with --compare
@@ -91,8 +92,9 @@ case $mode in
   run)
     cclab=$1 n=$2 algo=$3
     rdzv=()
-    [[ $# -ge 4 ]] && rdzv=(--rendezvous "$4")
-    exec timeout 120 "$cclab" launch -n "$n" "${rdzv[@]}" -- "$cclab" "${bench_args[@]}" --algo "$algo"
+    [[ $# -ge 4 && -n $4 ]] && rdzv=(--rendezvous "$4")
+    exec timeout 120 "$cclab" launch -n "$n" "${rdzv[@]}" -- "$cclab" "${bench_args[@]}" --algo "$algo" \
+      "${@:5}"
     ;;
   eager)
     # Every algorithm with --eager LIMIT (0: every message through Gloo's

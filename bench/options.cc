@@ -36,9 +36,9 @@ std::string names_of(const std::vector<Algorithm>& algos) {
 
 // Every algorithm name, applicable or not, to tell "unknown" from "does not apply".
 bool is_algorithm_name(std::string_view name) {
-  constexpr std::array kAll = {Algorithm::kAuto,         Algorithm::kRing,
-                               Algorithm::kTree,         Algorithm::kHalvingDoubling,
-                               Algorithm::kHierarchical, Algorithm::kDirect};
+  constexpr std::array kAll = {
+      Algorithm::kAuto,         Algorithm::kRing,   Algorithm::kTree, Algorithm::kHalvingDoubling,
+      Algorithm::kHierarchical, Algorithm::kDirect, Algorithm::kRings};
   return std::any_of(kAll.begin(), kAll.end(),
                      [&](Algorithm a) { return coll::algorithm_name(a) == name; });
 }
@@ -64,7 +64,7 @@ Algorithm parse_one_algo(std::string_view name, CollectiveKind kind) {
 Algorithm parse_inner(std::string_view name) {
   std::vector<Algorithm> allowed;
   for (auto a : coll::algorithms_for(CollectiveKind::kAllReduce))
-    if (a != Algorithm::kHierarchical) allowed.push_back(a);
+    if (a != Algorithm::kHierarchical && a != Algorithm::kRings) allowed.push_back(a);
   for (auto a : allowed)
     if (coll::algorithm_name(a) == name) return a;
   invalid("--inner",

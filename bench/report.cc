@@ -34,7 +34,7 @@ std::string redop_name(const BenchConfig& c) {
 
 bool uses_hier(const BenchConfig& c) {
   for (auto a : c.algos)
-    if (a == coll::Algorithm::kHierarchical) return true;
+    if (coll::uses_groups(a)) return true;
   return false;
 }
 

@@ -14,9 +14,9 @@
 namespace cclab::coll {
 namespace {
 
-constexpr Algorithm kAllAlgorithms[] = {Algorithm::kRing, Algorithm::kTree,
-                                        Algorithm::kHalvingDoubling, Algorithm::kHierarchical,
-                                        Algorithm::kDirect};
+constexpr Algorithm kAllAlgorithms[] = {
+    Algorithm::kRing,         Algorithm::kTree,   Algorithm::kHalvingDoubling,
+    Algorithm::kHierarchical, Algorithm::kDirect, Algorithm::kRings};
 
 // A schedule whose programs come from a generator function.
 class GeneratedSchedule final : public Schedule {
@@ -48,14 +48,15 @@ void validate(const CollectiveShape& s, const AlgoConfig& c) {
     throw InvalidArgument(fmt::format("algo: '{}' does not implement {} (allowed: {}, auto)",
                                       algorithm_name(c.algo), collective_name(s.kind), allowed));
   }
-  if (c.algo == Algorithm::kHierarchical) {
-    if (c.group_size < 0 || (c.group_size > 0 && s.ranks % c.group_size != 0))
-      throw InvalidArgument(
-          fmt::format("group-size: {} does not divide the rank count {}", c.group_size, s.ranks));
-    if (c.inner == Algorithm::kHierarchical || c.inner == Algorithm::kAuto)
-      throw InvalidArgument(fmt::format(
-          "inner: '{}' is not allowed (allowed: ring, tree, hd, direct)", algorithm_name(c.inner)));
-  }
+  if (uses_groups(c.algo) &&
+      (c.group_size < 0 || (c.group_size > 0 && s.ranks % c.group_size != 0)))
+    throw InvalidArgument(
+        fmt::format("group-size: {} does not divide the rank count {}", c.group_size, s.ranks));
+  if (c.algo == Algorithm::kHierarchical &&
+      (c.inner == Algorithm::kHierarchical || c.inner == Algorithm::kRings ||
+       c.inner == Algorithm::kAuto))
+    throw InvalidArgument(fmt::format(
+        "inner: '{}' is not allowed (allowed: ring, tree, hd, direct)", algorithm_name(c.inner)));
 }
 
 std::unique_ptr<Schedule> all_reduce(const CollectiveShape& s, const AlgoConfig& c) {
@@ -83,6 +84,10 @@ std::unique_ptr<Schedule> all_reduce(const CollectiveShape& s, const AlgoConfig&
       break;
   }
   const int g = c.group_size > 0 ? c.group_size : default_group_size(n);
+  if (c.algo == Algorithm::kRings)
+    return std::make_unique<GeneratedSchedule>(
+        s, fmt::format("rings(g={}{})", g, chunks > 1 ? fmt::format(",chunks={}", chunks) : ""), 0,
+        [=](int r) { return rings_all_reduce(n, r, count, chunks, g); });
   const int inner = static_cast<int>(c.inner);
   const auto name = fmt::format("hier(g={},inner={}{})", g, algorithm_name(c.inner),
                                 chunks > 1 ? fmt::format(",chunks={}", chunks) : "");
@@ -106,11 +111,15 @@ std::string_view algorithm_name(Algorithm a) {
       return "hier";
     case Algorithm::kDirect:
       return "direct";
+    case Algorithm::kRings:
+      return "rings";
   }
   return "?";
 }
 
-std::string algorithm_names() { return "ring, tree, hd, hier, direct, auto"; }
+std::string algorithm_names() { return "ring, tree, hd, hier, direct, rings, auto"; }
+
+bool uses_groups(Algorithm a) { return a == Algorithm::kHierarchical || a == Algorithm::kRings; }
 
 Algorithm parse_algorithm(std::string_view name, std::string_view what) {
   for (auto a : kAllAlgorithms)

@@ -101,6 +101,7 @@ Program ring_all_gather(RingAllGather p);
 // Whole-collective programs over the standard buffers, numbered from 0. Each is
 // defined in the file named after its algorithm; make_schedule picks one.
 Program ring_all_reduce(int n, int me, std::uint64_t count, int chunks);
+Program rings_all_reduce(int n, int me, std::uint64_t count, int chunks, int group_size);
 Program tree_all_reduce(int n, int me, std::uint64_t count, int chunks);
 Program hd_all_reduce(int n, int me, std::uint64_t count, int chunks);
 // into_output: the output does not overlap the input (no scratch needed).

@@ -93,14 +93,14 @@ int run_check(const CheckArgs& a) {
   const auto [lo, hi] = parse_range(a.ranks);
   validate(a, lo);
   const Algorithm inner = parse_algorithm(a.inner, "--inner");
-  if (inner == Algorithm::kHierarchical || inner == Algorithm::kAuto)
+  if (inner == Algorithm::kHierarchical || inner == Algorithm::kRings || inner == Algorithm::kAuto)
     throw InvalidArgument(fmt::format(
         "--inner: '{}' is not a cross-group algorithm (allowed: ring, tree, hd, direct)", a.inner));
   const auto count = static_cast<std::uint64_t>(a.count);
   int failures = 0, checked = 0;
   for (Algorithm algo : parse_algos(a.algos, kind)) {
     for (int n = lo; n <= hi; ++n) {
-      if (algo == Algorithm::kHierarchical && a.group_size > 0 && n % a.group_size != 0) {
+      if (uses_groups(algo) && a.group_size > 0 && n % a.group_size != 0) {
         fmt::print("{:<28} ranks {:>5} skipped: --group-size {} does not divide {}\n",
                    algorithm_name(algo), n, a.group_size, n);
         continue;

@@ -117,8 +117,7 @@ Resolved resolve(const CollectiveShape& shape, std::size_t elem_bytes, const Alg
     CCLAB_CHECK(r.band != nullptr, "a tuning table without a band at 0 bytes");
     r.config.algo = r.band->algo;
     r.config.chunks = r.band->chunks;
-    if (r.band->algo == Algorithm::kHierarchical && requested.group_size == 0)
-      r.config.group_size = t->group_size;
+    if (uses_groups(r.band->algo) && requested.group_size == 0) r.config.group_size = t->group_size;
     return r;
   }
   r.by = Resolved::By::kBuiltIn;

@@ -39,7 +39,8 @@ TEST(Selector, CandidateLabelsRoundTrip) {
 
 TEST(Selector, MalformedCandidatesNameTheVariable) {
   EXPECT_EQ(error_of([] { parse_candidate("fast", "CCLAB_ALGO"); }),
-            "CCLAB_ALGO: unknown algorithm 'fast' (allowed: ring, tree, hd, hier, direct, auto)");
+            "CCLAB_ALGO: unknown algorithm 'fast' (allowed: ring, tree, hd, hier, direct, rings, "
+            "auto)");
   for (const char* bad : {"ring:0", "ring:", "ring:x", "ring:-2", "ring:99999999"})
     EXPECT_NE(error_of([&] {
                 parse_candidate(bad, "CCLAB_ALGO");
@@ -209,7 +210,7 @@ TEST(Selector, BadTablesNameTheFileAndTheField) {
             "tuning table 't.json': bands[0].algo: 'direct' does not implement broadcast");
   EXPECT_EQ(err(with("\"algo\": \"direct\"", "\"algo\": \"fast\"")),
             "tuning table 't.json': bands[0].algo: unknown algorithm 'fast' (allowed: ring, "
-            "tree, hd, hier, direct, auto)");
+            "tree, hd, hier, direct, rings, auto)");
   EXPECT_EQ(err(with("\"algo\": \"direct\"", "\"algo\": \"auto\"")),
             "tuning table 't.json': bands[0].algo: 'auto' does not implement allreduce");
   EXPECT_EQ(err(with("\"chunks\": 1", "\"chunks\": 0")),

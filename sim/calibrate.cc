@@ -53,7 +53,7 @@ SimResult simulate_row(const Measurements& m, const MeasuredRow& r, const Topolo
       m.coll == coll::CollectiveKind::kReduceScatter || m.coll == coll::CollectiveKind::kAllGather;
   const std::uint64_t count = r.bytes / m.elem_bytes / (blocks ? m.ranks : 1);
   const coll::CollectiveShape shape{m.coll, m.ranks, count, m.root};
-  const bool hier = r.algo == coll::Algorithm::kHierarchical;
+  const bool hier = coll::uses_groups(r.algo);
   const auto sched =
       coll::make_schedule(shape, {r.algo, m.chunks, hier ? m.group_size : 0}, m.elem_bytes);
   return simulate(t, *sched, {m.elem_bytes, nullptr});

@@ -242,7 +242,7 @@ std::vector<Row> sweep(const SimFlags& f, const Topology& topo, int ranks, int g
       const std::uint64_t count = bytes / kElem / (per_rank_blocks ? n : 1);  // per rank
       const std::uint64_t total = count * (per_rank_blocks ? n : 1);
       const coll::CollectiveShape shape{kind, ranks, count, f.root};
-      const bool hier_group = c.algo == Algorithm::kHierarchical || c.algo == Algorithm::kAuto;
+      const bool hier_group = coll::uses_groups(c.algo) || c.algo == Algorithm::kAuto;
       Row row{total * kElem, total, c, {}, {}, {}};
       row.chosen = coll::select_algorithm(shape, kElem, {c.algo, c.chunks, hier_group ? group : 0});
       const auto sched = coll::make_schedule(shape, row.chosen.config, kElem);
@@ -351,7 +351,7 @@ void add_sim_command(CLI::App& app) {
                   "whole buffer, as in cclab bench");
   cmd->add_option("--root", flags->root, "broadcast: the root rank (default 0)");
   cmd->add_option("--algo", flags->algos,
-                  "Comma list of ring, tree, hd, hier, direct (those the collective has), auto "
+                  "Comma list of ring, tree, hd, hier, direct, rings (those the collective has), auto "
                   "(the selector's choice, CCLAB_TUNING / CCLAB_ALGO), or all");
   cmd->add_option("-b,--minbytes", flags->min_bytes, "Smallest size (K, M, G suffixes)");
   cmd->add_option("-e,--maxbytes", flags->max_bytes, "Largest size");
@@ -359,7 +359,7 @@ void add_sim_command(CLI::App& app) {
   cmd->add_option("--chunks", flags->chunks,
                   "Pipeline chunks per transfer; a comma list runs each algorithm with each");
   cmd->add_option("--group-size", flags->group_size,
-                  "hier: ranks per group (default: the topology's, e.g. gpus per node)");
+                  "hier, rings: ranks per group (default: the topology's, e.g. gpus per node)");
   cmd->add_option("--json", flags->json_path, "Write the rows as JSON to this file");
   cmd->add_option("--trace", flags->trace_path,
                   "Write a Chrome/Perfetto trace of the last row (largest size, last algorithm)");

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -161,6 +162,44 @@ TEST(Simulator, BroadcastsMatchTheirClosedForms) {
   const double tree =
       time_to_us(run_coll(CollectiveKind::kBroadcast, 16, big, Algorithm::kTree).total);
   EXPECT_LT(hd, tree / 1.5) << hd << " vs " << tree;
+}
+
+TEST(Simulator, RingsSpreadTheTrafficBetweenNodesOverEveryNic) {
+  // nodes:nodes=4,gpus=4, S = 64 MiB. The ring crosses to the next node from
+  // local rank 3 only: 2(n-1) steps of S/n leave on each node's nic3 and on no
+  // other NIC. rings runs g = 4 rings on S/4 each; ring c leaves a node from
+  // local rank c-1, so every GPU's NIC carries one ring's 2(n-1) steps of
+  // S/(4n): 2(n-1)/n S/4 each.
+  const Topology t = generate_topology("nodes:nodes=4,gpus=4");
+  const int n = 16;
+  const std::uint64_t count = std::uint64_t{16} << 20;
+  const double bytes = 4.0 * count;
+  auto up_to_nic = [&](const SimResult& r) {
+    std::vector<double> out;
+    for (std::size_t l = 0; l < r.link_bytes.size(); ++l) {
+      const std::string name = t.link_name(static_cast<LinkId>(l));
+      const auto arrow = name.find("->");  // "n0.gpu3->n0.nic3"
+      if (name.substr(0, arrow).find(".gpu") != std::string::npos &&
+          name.substr(arrow).find(".nic") != std::string::npos)
+        out.push_back(r.link_bytes[l]);
+    }
+    return out;
+  };
+  const auto sim = [&](Algorithm a) {
+    return simulate(t, *coll::make_schedule({CollectiveKind::kAllReduce, n, count, 0}, {a, 1, 4}),
+                    {4, nullptr});
+  };
+  const SimResult ring = sim(Algorithm::kRing), rings = sim(Algorithm::kRings);
+  const auto ring_nics = up_to_nic(ring), rings_nics = up_to_nic(rings);
+  ASSERT_EQ(ring_nics.size(), 16u);
+  for (std::size_t i = 0; i < ring_nics.size(); ++i) {
+    const double want = i % 4 == 3 ? 2.0 * (n - 1) / n * bytes : 0;
+    EXPECT_LT(std::abs(ring_nics[i] - want), 1.0) << "ring, gpu " << i;
+    EXPECT_LT(rel_err(rings_nics[i], 2.0 * (n - 1) / n * bytes / 4), 1e-9) << "rings, gpu " << i;
+  }
+  // Four NICs a node instead of one: well under half the time.
+  EXPECT_LT(rings.total, ring.total / 2)
+      << time_to_us(rings.total) << " vs " << time_to_us(ring.total);
 }
 
 TEST(Simulator, LinkBytesAndBottleneck) {

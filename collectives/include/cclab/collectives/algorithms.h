@@ -21,16 +21,19 @@ enum class Algorithm : std::uint8_t {
                      // reduce-scatter / all-gather; scatter + doubling broadcast
   kHierarchical,     // two-level: intra-group reduce-scatter, inner all-reduce, all-gather
   kDirect,           // one-shot: every rank reads every peer's data
+  kRings,            // rail-rotated rings: one ring per local rank of a group (NCCL's channels)
 };
 
 std::string_view algorithm_name(Algorithm a);  // "ring", "tree", "hd", "hier", "direct", "auto"
 Algorithm parse_algorithm(std::string_view name, std::string_view what = "algo");
 std::string algorithm_names();
+// Whether the algorithm takes AlgoConfig::group_size (hier, rings).
+bool uses_groups(Algorithm a);
 
 struct AlgoConfig {
   Algorithm algo = Algorithm::kAuto;
   int chunks = 1;                      // pipeline chunks per transfer, >= 1
-  int group_size = 0;                  // hierarchical: ranks per group; 0 = default_group_size()
+  int group_size = 0;                  // hier, rings: ranks per group; 0 = default_group_size()
   Algorithm inner = Algorithm::kRing;  // hierarchical: the cross-group all-reduce
   // The caller's output does not overlap its input (an out-of-place call):
   // `direct` then builds the result in the output instead of in scratch
