@@ -375,16 +375,22 @@ case $mode in
       for place in "" --inplace; do
         echo "== $coll $place"
         out=$(mktemp)
+        # --group-size 2 at 4 ranks: rings runs two rings (on one host the
+        # default, a group of all ranks, makes it the ring).
         timeout 120 "$cclab" launch -n "$n" -- "$cclab" "${bench_args[@]}" --coll "$coll" \
-          --root $((n - 1)) --algo all $place >"$out" 2>&1 || { cat "$out"; echo "FAIL: $coll $place"; exit 1; }
+          --root $((n - 1)) --algo all $place $( ((n % 2 == 0)) && echo --group-size 2) \
+          >"$out" 2>&1 || { cat "$out"; echo "FAIL: $coll $place"; exit 1; }
         fail=0
         expect_checked_table "$out" "$n"
-        # Three algorithms each (ring, hd, and direct or tree) at 1K, 8K and 64K.
+        # Every algorithm at 1K, 8K and 64K: ring, hd, direct and rings
+        # (reduce-scatter, all-gather); ring, tree and hd (broadcast).
+        algos=4
+        [[ $coll == broadcast ]] && algos=3
         rows=$(grep -Ec "^\[0\] +[0-9]+ +[0-9]+ +f32 +(sum|none) +[a-z]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +0 " "$out" || true)
         cat "$out"
         rm -f "$out"
         ((fail == 0)) || exit 1
-        ((rows == 9)) || { echo "FAIL: $rows checked rows, expected 9"; exit 1; }
+        ((rows == 3 * algos)) || { echo "FAIL: $rows checked rows, expected $((3 * algos))"; exit 1; }
       done
     done
     ;;

@@ -135,7 +135,7 @@ std::vector<Algorithm> algorithms_for(CollectiveKind kind) {
       return {std::begin(kAllAlgorithms), std::end(kAllAlgorithms)};
     case CollectiveKind::kReduceScatter:
     case CollectiveKind::kAllGather:
-      return {Algorithm::kRing, Algorithm::kHalvingDoubling, Algorithm::kDirect};
+      return {Algorithm::kRing, Algorithm::kHalvingDoubling, Algorithm::kDirect, Algorithm::kRings};
     case CollectiveKind::kBroadcast:
       return {Algorithm::kRing, Algorithm::kTree, Algorithm::kHalvingDoubling};
   }
@@ -176,7 +176,11 @@ std::unique_ptr<Schedule> make_schedule(const CollectiveShape& shape, const Algo
   const int n = shape.ranks, chunks = c.chunks, root = shape.root;
   const auto count = shape.count;
   const std::string suffix = chunks > 1 ? fmt::format("(chunks={})", chunks) : "";
-  const std::string name = std::string(algorithm_name(c.algo)) + suffix;
+  const int g = c.group_size > 0 ? c.group_size : default_group_size(n);
+  const std::string name =
+      c.algo == Algorithm::kRings
+          ? fmt::format("rings(g={}{})", g, chunks > 1 ? fmt::format(",chunks={}", chunks) : "")
+          : std::string(algorithm_name(c.algo)) + suffix;
   const Algorithm a = c.algo;
   const bool into_output = c.disjoint_output;
   const std::uint64_t rs_scratch = a == Algorithm::kDirect ? (into_output ? 0 : count) : count * n;
@@ -187,12 +191,14 @@ std::unique_ptr<Schedule> make_schedule(const CollectiveShape& shape, const Algo
       return std::make_unique<GeneratedSchedule>(shape, name, rs_scratch, [=](int r) {
         if (a == Algorithm::kRing) return ring_reduce_scatter_coll(n, r, count, chunks);
         if (a == Algorithm::kHalvingDoubling) return hd_reduce_scatter(n, r, count, chunks);
+        if (a == Algorithm::kRings) return rings_reduce_scatter(n, r, count, chunks, g);
         return direct_reduce_scatter(n, r, count, chunks, into_output);
       });
     case CollectiveKind::kAllGather:
       return std::make_unique<GeneratedSchedule>(shape, name, 0, [=](int r) {
         if (a == Algorithm::kRing) return ring_all_gather_coll(n, r, count, chunks);
         if (a == Algorithm::kHalvingDoubling) return hd_all_gather(n, r, count, chunks);
+        if (a == Algorithm::kRings) return rings_all_gather(n, r, count, chunks, g);
         return direct_all_gather(n, r, count, chunks);
       });
     case CollectiveKind::kBroadcast:

@@ -116,6 +116,9 @@ Program direct_reduce_scatter(int n, int me, std::uint64_t count, int chunks,
 Program ring_all_gather_coll(int n, int me, std::uint64_t count, int chunks);
 Program direct_all_gather(int n, int me, std::uint64_t count, int chunks);
 Program hd_reduce_scatter(int n, int me, std::uint64_t count, int chunks);  // scratch: n*count
+Program rings_reduce_scatter(int n, int me, std::uint64_t count, int chunks,
+                             int group_size);  // scratch: n*count
+Program rings_all_gather(int n, int me, std::uint64_t count, int chunks, int group_size);
 Program hd_all_gather(int n, int me, std::uint64_t count, int chunks);
 Program hd_broadcast(int n, int me, int root, std::uint64_t count, int chunks);
 Program chain_broadcast(int n, int me, int root, std::uint64_t count, int chunks);

@@ -107,80 +107,126 @@ Program ring_all_reduce(int n, int me, std::uint64_t count, int chunks) {
 
 namespace {
 
-// One ring of rings_all_reduce as this rank sees it: its position, its
-// neighbours, and the ring's part of the vector split among the positions.
-struct Lane {
-  int pos = 0, left = 0, right = 0;
-  std::uint64_t base = 0;  // the part's first element
-  Partition shards;
+// The rings of rings_*: ring c (of `rings`) puts position p at group p / g,
+// local rank (p + c) % g. Each ring carries part c of every shard: of the
+// whole vector split among positions (all-reduce), or of the rank blocks of
+// `count` elements, position p's shard being its rank's block (reduce-scatter,
+// all-gather).
+struct RailRings {
+  int n = 1, g = 1, rings = 1;
+  std::uint64_t count = 0;
+  bool blocks = false;
+
+  RailRings(int ranks, int group_size, std::uint64_t elems, bool rank_blocks)
+      : n(ranks),
+        g(group_size),
+        rings(group_size > 1 && group_size < ranks ? group_size : 1),
+        count(elems),
+        blocks(rank_blocks) {}
+  int rank_at(int c, int p) const {
+    p = mod(p, n);
+    return rings == 1 ? p : p / g * g + (p % g + c) % g;
+  }
+  int position(int c, int rank) const {
+    return rings == 1 ? rank : rank / g * g + mod(rank % g - c, g);
+  }
+  // Ring c's part of position q's shard, chunk k of `chunks`.
+  Region piece(int c, int q, int k, int chunks, BufferId buffer) const {
+    const Partition parts{count, std::uint64_t(rings)};
+    std::uint64_t off = 0, len = 0;
+    if (blocks) {
+      off = static_cast<std::uint64_t>(rank_at(c, q)) * count + parts.offset(c);
+      len = parts.size(c);
+    } else {
+      const Partition shards{parts.size(c), std::uint64_t(n)};
+      off = parts.offset(c) + shards.offset(mod(q, n));
+      len = shards.size(mod(q, n));
+    }
+    const Partition cp{len, std::uint64_t(chunks)};
+    return {buffer, off + cp.offset(k), cp.size(k)};
+  }
 };
 
-std::vector<Lane> rail_lanes(int n, int me, std::uint64_t count, int g) {
-  const int rings = g > 1 && g < n ? g : 1;
-  const Partition parts{count, std::uint64_t(rings)};
-  std::vector<Lane> lanes;
-  for (int c = 0; c < rings; ++c) {
-    // Position p: group p / g, local rank (p + c) % g within it.
-    const auto rank_at = [&](int p) {
-      p = mod(p, n);
-      return rings == 1 ? p : p / g * g + (p % g + c) % g;
-    };
-    const int pos = rings == 1 ? me : me / g * g + mod(me % g - c, g);
-    lanes.push_back({pos, rank_at(pos - 1), rank_at(pos + 1), parts.offset(c),
-                     Partition{parts.size(c), std::uint64_t(n)}});
+// Where a rings_* phase reads and writes: the reduce-scatter's own
+// contributions, partial sums and (for its last step) results; the
+// all-gather's vector.
+struct RingsBuffers {
+  BufferId input = BufferId::kInput, work = BufferId::kOutput;
+  bool result_in_output_block = false;  // reduce-scatter: the output is the rank's block
+  BufferId gathered = BufferId::kOutput;
+};
+
+// n-1 steps of every ring, step s of all before any step s+1 (so they run
+// together). Reduce-scatter: position p sends shard p-s-1 and adds shard
+// p-s-2 into `work`; all-gather: sends shard p-s, receives p-s-1.
+Program rings_phase(RailRings r, int me, int chunks, bool reduce, RingsBuffers b, Emitter& e) {
+  const std::size_t width = static_cast<std::size_t>(r.rings) * static_cast<std::size_t>(chunks);
+  // Per ring and chunk: the receive that last filled what is sent next.
+  std::vector<std::int64_t> prev(width, -1), cur(width, -1);
+  for (int s = 0; s < r.n - 1; ++s) {
+    for (std::size_t i = 0; i < width; ++i) {
+      const int c = static_cast<int>(i / chunks), k = static_cast<int>(i % chunks);
+      const int pos = r.position(c, me);
+      const int right = r.rank_at(c, pos + 1), left = r.rank_at(c, pos - 1);
+      const int send_q = reduce ? pos - s - 1 : pos - s, recv_q = send_q - 1;
+      const Region send = r.piece(c, send_q, k, chunks,
+                                  !reduce  ? b.gathered
+                                  : s == 0 ? b.input
+                                           : b.work);
+      if (send.count > 0) co_yield e.send(right, send, Deps(prev[i]), /*into_reduce=*/reduce);
+      cur[i] = -1;
+      Region dst = r.piece(c, recv_q, k, chunks, reduce ? b.work : b.gathered);
+      if (dst.count == 0) continue;
+      if (!reduce) {
+        co_yield e.recv(left, dst);
+      } else {
+        const Region own = r.piece(c, recv_q, k, chunks, b.input);
+        if (s == r.n - 2 && b.result_in_output_block)  // the rank's own block, done
+          dst = {BufferId::kOutput, dst.offset - static_cast<std::uint64_t>(me) * r.count,
+                 dst.count};
+        co_yield e.recv_reduce(left, own, dst);
+      }
+      cur[i] = e.last();
+    }
+    std::swap(prev, cur);
   }
-  return lanes;
 }
 
 }  // namespace
 
 Program rings_all_reduce(int n, int me, std::uint64_t count, int chunks, int group_size) {
   Emitter e("reduce-scatter");
-  const VectorRef in{BufferId::kInput, 0}, out{BufferId::kOutput, 0};
   if (n == 1) {
-    if (count > 0) co_yield e.copy(in.at(0, count), out.at(0, count));
+    if (count > 0) co_yield e.copy({BufferId::kInput, 0, count}, {BufferId::kOutput, 0, count});
     co_return;
   }
-  const auto lanes = rail_lanes(n, me, count, group_size);
-  const std::size_t width = lanes.size() * static_cast<std::size_t>(chunks);
-  // Per lane and chunk: the receive that last filled what is sent next.
-  std::vector<std::int64_t> prev(width, -1), cur(width, -1);
-  // The chunk of a lane's shard, at its place in the vector.
-  const auto piece = [&](const Lane& l, int shard, int c, VectorRef v) {
-    const Partition cp{l.shards.size(shard), std::uint64_t(chunks)};
-    return v.at(l.base + l.shards.offset(shard) + cp.offset(c), cp.size(c));
-  };
-  for (int s = 0; s < n - 1; ++s) {  // reduce-scatter, every ring's step s in turn
-    for (std::size_t i = 0; i < width; ++i) {
-      const Lane& l = lanes[i / chunks];
-      const int c = static_cast<int>(i % chunks);
-      const Region send = piece(l, mod(l.pos - s - 1, n), c, s == 0 ? in : out);
-      if (send.count > 0) co_yield e.send(l.right, send, Deps(prev[i]), /*into_reduce=*/true);
-      cur[i] = -1;
-      const Region own = piece(l, mod(l.pos - s - 2, n), c, in);
-      if (own.count == 0) continue;
-      co_yield e.recv_reduce(l.left, own, {BufferId::kOutput, own.offset, own.count});
-      cur[i] = e.last();
-    }
-    std::swap(prev, cur);
-  }
+  const RailRings r(n, group_size, count, /*blocks=*/false);
+  CCLAB_YIELD_ALL(rings_phase(r, me, chunks, true, {}, e));
   co_yield e.fence();  // the all-gather overwrites what reduce-scatter sends read
   e.set_phase("all-gather");
-  std::fill(prev.begin(), prev.end(), -1);
-  for (int s = 0; s < n - 1; ++s) {
-    for (std::size_t i = 0; i < width; ++i) {
-      const Lane& l = lanes[i / chunks];
-      const int c = static_cast<int>(i % chunks);
-      const Region send = piece(l, mod(l.pos - s, n), c, out);
-      if (send.count > 0) co_yield e.send(l.right, send, Deps(prev[i]));
-      cur[i] = -1;
-      const Region recv = piece(l, mod(l.pos - s - 1, n), c, out);
-      if (recv.count == 0) continue;
-      co_yield e.recv(l.left, recv);
-      cur[i] = e.last();
-    }
-    std::swap(prev, cur);
+  CCLAB_YIELD_ALL(rings_phase(r, me, chunks, false, {}, e));
+}
+
+Program rings_reduce_scatter(int n, int me, std::uint64_t count, int chunks, int group_size) {
+  Emitter e("reduce-scatter");
+  if (n == 1) {
+    if (count > 0) co_yield e.copy({BufferId::kInput, 0, count}, {BufferId::kOutput, 0, count});
+    co_return;
   }
+  // Partial sums in scratch, laid out as the input; the last step of each
+  // ring lands in the output.
+  RingsBuffers b;
+  b.work = BufferId::kScratch;
+  b.result_in_output_block = true;
+  CCLAB_YIELD_ALL(rings_phase(RailRings(n, group_size, count, true), me, chunks, true, b, e));
+}
+
+Program rings_all_gather(int n, int me, std::uint64_t count, int chunks, int group_size) {
+  Emitter e("all-gather");
+  if (count > 0)
+    co_yield e.copy({BufferId::kInput, 0, count},
+                    {BufferId::kOutput, static_cast<std::uint64_t>(me) * count, count});
+  CCLAB_YIELD_ALL(rings_phase(RailRings(n, group_size, count, true), me, chunks, false, {}, e));
 }
 
 Program ring_reduce_scatter_coll(int n, int me, std::uint64_t count, int chunks) {

@@ -165,15 +165,15 @@ TEST(Simulator, BroadcastsMatchTheirClosedForms) {
 }
 
 TEST(Simulator, RingsSpreadTheTrafficBetweenNodesOverEveryNic) {
-  // nodes:nodes=4,gpus=4, S = 64 MiB. The ring crosses to the next node from
-  // local rank 3 only: 2(n-1) steps of S/n leave on each node's nic3 and on no
-  // other NIC. rings runs g = 4 rings on S/4 each; ring c leaves a node from
-  // local rank c-1, so every GPU's NIC carries one ring's 2(n-1) steps of
-  // S/(4n): 2(n-1)/n S/4 each.
+  // nodes:nodes=4,gpus=4, S = 64 MiB (the whole buffer). The ring crosses to
+  // the next node from local rank 3 only: its k(n-1) steps of S/n (k = 2 for
+  // all-reduce, 1 for reduce-scatter and all-gather) leave on each node's
+  // nic3 and on no other NIC. rings runs g = 4 rings on a quarter each; ring
+  // c leaves a node from local rank c-1, so every GPU's NIC carries one ring's
+  // k(n-1) steps of S/(4n).
   const Topology t = generate_topology("nodes:nodes=4,gpus=4");
   const int n = 16;
-  const std::uint64_t count = std::uint64_t{16} << 20;
-  const double bytes = 4.0 * count;
+  const double bytes = 64.0 * (1 << 20);
   auto up_to_nic = [&](const SimResult& r) {
     std::vector<double> out;
     for (std::size_t l = 0; l < r.link_bytes.size(); ++l) {
@@ -185,21 +185,29 @@ TEST(Simulator, RingsSpreadTheTrafficBetweenNodesOverEveryNic) {
     }
     return out;
   };
-  const auto sim = [&](Algorithm a) {
-    return simulate(t, *coll::make_schedule({CollectiveKind::kAllReduce, n, count, 0}, {a, 1, 4}),
-                    {4, nullptr});
-  };
-  const SimResult ring = sim(Algorithm::kRing), rings = sim(Algorithm::kRings);
-  const auto ring_nics = up_to_nic(ring), rings_nics = up_to_nic(rings);
-  ASSERT_EQ(ring_nics.size(), 16u);
-  for (std::size_t i = 0; i < ring_nics.size(); ++i) {
-    const double want = i % 4 == 3 ? 2.0 * (n - 1) / n * bytes : 0;
-    EXPECT_LT(std::abs(ring_nics[i] - want), 1.0) << "ring, gpu " << i;
-    EXPECT_LT(rel_err(rings_nics[i], 2.0 * (n - 1) / n * bytes / 4), 1e-9) << "rings, gpu " << i;
+  for (auto kind :
+       {CollectiveKind::kAllReduce, CollectiveKind::kReduceScatter, CollectiveKind::kAllGather}) {
+    const bool all_reduce = kind == CollectiveKind::kAllReduce;
+    const std::uint64_t count = static_cast<std::uint64_t>(bytes / 4) / (all_reduce ? 1 : n);
+    const double k = all_reduce ? 2 : 1;
+    const auto sim = [&](Algorithm a) {
+      return simulate(t, *coll::make_schedule({kind, n, count, 0}, {a, 1, 4}), {4, nullptr});
+    };
+    const SimResult ring = sim(Algorithm::kRing), rings = sim(Algorithm::kRings);
+    const auto ring_nics = up_to_nic(ring), rings_nics = up_to_nic(rings);
+    ASSERT_EQ(ring_nics.size(), 16u);
+    for (std::size_t i = 0; i < ring_nics.size(); ++i) {
+      const double want = i % 4 == 3 ? k * (n - 1) / n * bytes : 0;
+      EXPECT_LT(std::abs(ring_nics[i] - want), 1.0)
+          << coll::collective_name(kind) << " ring, gpu " << i;
+      EXPECT_LT(rel_err(rings_nics[i], k * (n - 1) / n * bytes / 4), 1e-9)
+          << coll::collective_name(kind) << " rings, gpu " << i;
+    }
+    // Four NICs a node instead of one: well under half the time.
+    EXPECT_LT(rings.total, ring.total / 2)
+        << coll::collective_name(kind) << ": " << time_to_us(rings.total) << " vs "
+        << time_to_us(ring.total);
   }
-  // Four NICs a node instead of one: well under half the time.
-  EXPECT_LT(rings.total, ring.total / 2)
-      << time_to_us(rings.total) << " vs " << time_to_us(ring.total);
 }
 
 TEST(Simulator, LinkBytesAndBottleneck) {
