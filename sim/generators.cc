@@ -10,6 +10,8 @@
 //                                      direct links; endpoints forward
 //   torus2d:x=4,y=4,bw=..,lat=..       x*y endpoints, wrap-around links in
 //                                      both dimensions; endpoints forward
+//   torus3d:x=4,y=4,z=4,bw=..,lat=..   the same in three dimensions (TPU
+//                                      pods, Blue Gene)
 //   fat-tree:hosts=16,leaves=4,spines=2,bw=..,uplink=..,lat=..
 //                                      hosts/leaves hosts per leaf switch, every
 //                                      leaf linked to every spine at `uplink`
@@ -166,23 +168,33 @@ Topology make_ring(SpecArgs& a) {
   return t;
 }
 
-Topology make_torus2d(SpecArgs& a) {
+// A torus of 2 or 3 dimensions: endpoint (i, j, k) is number (k*y + j)*x + i
+// and links to its successor in every dimension (once where a dimension is 2,
+// which has one neighbour each way).
+Topology make_torus(SpecArgs& a, int dims) {
   const long x = a.integer("x", 1), y = a.integer("y", 1);
+  const long z = dims == 3 ? a.integer("z", 1) : 1;
   const double bw = a.bandwidth("bw", kDefaultBw), reduce = a.reduce();
   const Time lat = a.latency("lat", kDefaultLat);
-  a.finish("x, y, bw, lat, reduce");
-  if (x * y > kMaxEndpoints)
-    throw InvalidArgument(fmt::format("{}: x*y is above {}", a.field("x"), kMaxEndpoints));
+  a.finish(dims == 3 ? "x, y, z, bw, lat, reduce" : "x, y, bw, lat, reduce");
+  if (x * y > kMaxEndpoints || x * y * z > kMaxEndpoints)
+    throw InvalidArgument(fmt::format("{}: {} is above {}", a.field("x"),
+                                      dims == 3 ? "x*y*z" : "x*y", kMaxEndpoints));
   Topology t;
-  for (long j = 0; j < y; ++j)
-    for (long i = 0; i < x; ++i) t.add_endpoint(fmt::format("e{}.{}", i, j), true, reduce);
-  auto id = [&](long i, long j) { return t.endpoint(static_cast<int>(j * x + i)); };
-  for (long j = 0; j < y; ++j)
-    for (long i = 0; i < x; ++i) {
-      // A dimension of 2 has one neighbour each way: link it once, from 0.
-      if (x > 2 || (x == 2 && i == 0)) t.add_duplex(id(i, j), id((i + 1) % x, j), bw, lat);
-      if (y > 2 || (y == 2 && j == 0)) t.add_duplex(id(i, j), id(i, (j + 1) % y), bw, lat);
-    }
+  for (long k = 0; k < z; ++k)
+    for (long j = 0; j < y; ++j)
+      for (long i = 0; i < x; ++i)
+        t.add_endpoint(dims == 3 ? fmt::format("e{}.{}.{}", i, j, k) : fmt::format("e{}.{}", i, j),
+                       true, reduce);
+  auto id = [&](long i, long j, long k) { return t.endpoint(static_cast<int>((k * y + j) * x + i)); };
+  const auto links = [](long size, long at) { return size > 2 || (size == 2 && at == 0); };
+  for (long k = 0; k < z; ++k)
+    for (long j = 0; j < y; ++j)
+      for (long i = 0; i < x; ++i) {
+        if (links(x, i)) t.add_duplex(id(i, j, k), id((i + 1) % x, j, k), bw, lat);
+        if (links(y, j)) t.add_duplex(id(i, j, k), id(i, (j + 1) % y, k), bw, lat);
+        if (links(z, k)) t.add_duplex(id(i, j, k), id(i, j, (k + 1) % z), bw, lat);
+      }
   return t;
 }
 
@@ -275,14 +287,17 @@ Topology generate_topology(std::string_view spec) {
   else if (name == "ring")
     t = make_ring(args);
   else if (name == "torus2d")
-    t = make_torus2d(args);
+    t = make_torus(args, 2);
+  else if (name == "torus3d")
+    t = make_torus(args, 3);
   else if (name == "fat-tree")
     t = make_fat_tree(args);
   else if (name == "nodes")
     t = make_nodes(args);
   else
     throw InvalidArgument(fmt::format(
-        "topology: unknown generator '{}' (allowed: switch, ring, torus2d, fat-tree, nodes, or a "
+        "topology: unknown generator '{}' (allowed: switch, ring, torus2d, torus3d, fat-tree, nodes, "
+        "or a "
         "JSON file path)",
         name));
   t.description = std::string(spec);

@@ -336,6 +336,7 @@ void add_sim_command(CLI::App& app) {
       "sim", "Predict collective times on a topology with the network simulator");
   cmd->add_option("--topology", flags->topology,
                   "Generator spec (switch:n=8,bw=100Gbps,lat=1us; ring:n=..; torus2d:x=..,y=..; "
+                  "torus3d:x=..,y=..,z=..; "
                   "fat-tree:hosts=..,leaves=..,spines=..,bw=..,uplink=..; "
                   "nodes:nodes=..,gpus=..,nvlink=..,nic=..,lat=..) or a JSON file")
       ->required();

@@ -92,6 +92,22 @@ TEST(Simulator, RingOnRingTopologyMatchesClosedForm) {
   }
 }
 
+TEST(Simulator, RingAlongOneDimensionOfATorusIsTheRingClosedForm) {
+  // A torus with one dimension above 1 is a ring of direct links: alpha = 1
+  // link = 500ns, B = 10e9 B/s, whichever dimension it is.
+  for (const char* shape : {"x=8,y=1", "x=1,y=8", "x=8,y=1,z=1", "x=1,y=1,z=8"}) {
+    const std::string spec = fmt::format("{}:{},bw=10GBps,lat=500ns",
+                                         std::string(shape).find('z') != std::string::npos
+                                             ? "torus3d"
+                                             : "torus2d",
+                                         shape);
+    const std::uint64_t count = 4096 * 8;
+    const SimResult r = run(spec, 8, count, Algorithm::kRing);
+    EXPECT_LT(rel_err(time_to_us(r.total), ring_closed_form_us(8, 4.0 * count, 0.5, 10e9)), 1e-6)
+        << spec;
+  }
+}
+
 TEST(Simulator, ReduceCostAddsToReduceScatterSteps) {
   // With reduce rate R each of the n-1 reduce-scatter steps also pays
   // (S/n)/R after its data arrives (the next send waits for the sum); the n-1
@@ -293,7 +309,7 @@ TEST_P(AllTopologies, EveryAlgorithmCompletes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Builtin, AllTopologies,
-                         ::testing::Values("switch:n=64", "ring:n=64", "torus2d:x=8,y=8",
+                         ::testing::Values("switch:n=64", "ring:n=64", "torus2d:x=8,y=8", "torus3d:x=4,y=4,z=4",
                                            "fat-tree:hosts=64,leaves=8,spines=4,uplink=50Gbps",
                                            "fat-tree:tiers=3,pods=4,hosts=64,leaves=8,spines=2,"
                                            "cores=2,core=50Gbps",

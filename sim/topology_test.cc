@@ -54,6 +54,11 @@ TEST(Generators, Shapes) {
   EXPECT_EQ(generate_topology("torus2d:x=4,y=3").num_links(), 48u);
   // 2x2 torus: a dimension of 2 is one pair per row/column: (2 + 2) pairs.
   EXPECT_EQ(generate_topology("torus2d:x=2,y=2").num_links(), 8u);
+  // torus 4x3x2: +x and +y from all 24 nodes, +z once (from the 12 at z = 0),
+  // duplex: (24 + 24 + 12) * 2; 2x2x2: 4 pairs in each dimension, * 2.
+  EXPECT_EQ(generate_topology("torus3d:x=4,y=3,z=2").num_links(), 120u);
+  EXPECT_EQ(generate_topology("torus3d:x=2,y=2,z=2").num_links(), 24u);
+  EXPECT_EQ(generate_topology("torus3d:x=4,y=3,z=2").num_endpoints(), 24u);
   // fat tree: 8 host links + 2 leaves * 2 spines, duplex.
   const Topology ft =
       generate_topology("fat-tree:hosts=8,leaves=2,spines=2,bw=100Gbps,uplink=50Gbps");
@@ -293,7 +298,7 @@ TEST(Routing, EveryRouteIsAShortestChainThroughTransitNodes) {
 // The generators' shapes, where the search meets in the middle of switches
 // of many ports (nodes, fat trees) or crosses forwarding hosts (ring, torus).
 TEST(Routing, EveryGeneratedRouteIsAShortestChain) {
-  for (const char* spec : {"switch:n=9", "ring:n=7", "torus2d:x=4,y=3", "nodes:nodes=3,gpus=4",
+  for (const char* spec : {"switch:n=9", "ring:n=7", "torus2d:x=4,y=3", "torus3d:x=3,y=4,z=2", "nodes:nodes=3,gpus=4",
                            "fat-tree:hosts=24,leaves=4,spines=3",
                            "fat-tree:tiers=3,pods=2,hosts=16,leaves=4,spines=2,cores=4"})
     expect_shortest_chains(generate_topology(spec));
