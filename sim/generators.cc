@@ -186,7 +186,9 @@ Topology make_torus(SpecArgs& a, int dims) {
       for (long i = 0; i < x; ++i)
         t.add_endpoint(dims == 3 ? fmt::format("e{}.{}.{}", i, j, k) : fmt::format("e{}.{}", i, j),
                        true, reduce);
-  auto id = [&](long i, long j, long k) { return t.endpoint(static_cast<int>((k * y + j) * x + i)); };
+  auto id = [&](long i, long j, long k) {
+    return t.endpoint(static_cast<int>((k * y + j) * x + i));
+  };
   const auto links = [](long size, long at) { return size > 2 || (size == 2 && at == 0); };
   for (long k = 0; k < z; ++k)
     for (long j = 0; j < y; ++j)
@@ -295,11 +297,10 @@ Topology generate_topology(std::string_view spec) {
   else if (name == "nodes")
     t = make_nodes(args);
   else
-    throw InvalidArgument(fmt::format(
-        "topology: unknown generator '{}' (allowed: switch, ring, torus2d, torus3d, fat-tree, nodes, "
-        "or a "
-        "JSON file path)",
-        name));
+    throw InvalidArgument(
+        fmt::format("topology: unknown generator '{}' (allowed: switch, ring, torus2d, torus3d, "
+                    "fat-tree, nodes, or a JSON file path)",
+                    name));
   t.description = std::string(spec);
   t.corrections = corrections;
   t.validate(fmt::format("topology {}", name));

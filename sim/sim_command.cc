@@ -351,9 +351,10 @@ void add_sim_command(CLI::App& app) {
                   "allreduce (default), reducescatter, allgather or broadcast; sizes are the "
                   "whole buffer, as in cclab bench");
   cmd->add_option("--root", flags->root, "broadcast: the root rank (default 0)");
-  cmd->add_option("--algo", flags->algos,
-                  "Comma list of ring, tree, hd, hier, direct, rings (those the collective has), auto "
-                  "(the selector's choice, CCLAB_TUNING / CCLAB_ALGO), or all");
+  cmd->add_option(
+      "--algo", flags->algos,
+      "Comma list of ring, tree, hd, hier, direct, rings (those the collective has), auto "
+      "(the selector's choice, CCLAB_TUNING / CCLAB_ALGO), or all");
   cmd->add_option("-b,--minbytes", flags->min_bytes, "Smallest size (K, M, G suffixes)");
   cmd->add_option("-e,--maxbytes", flags->max_bytes, "Largest size");
   cmd->add_option("-f,--stepfactor", flags->step_factor, "Size multiplier between rows");

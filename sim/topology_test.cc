@@ -298,8 +298,8 @@ TEST(Routing, EveryRouteIsAShortestChainThroughTransitNodes) {
 // The generators' shapes, where the search meets in the middle of switches
 // of many ports (nodes, fat trees) or crosses forwarding hosts (ring, torus).
 TEST(Routing, EveryGeneratedRouteIsAShortestChain) {
-  for (const char* spec : {"switch:n=9", "ring:n=7", "torus2d:x=4,y=3", "torus3d:x=3,y=4,z=2", "nodes:nodes=3,gpus=4",
-                           "fat-tree:hosts=24,leaves=4,spines=3",
+  for (const char* spec : {"switch:n=9", "ring:n=7", "torus2d:x=4,y=3", "torus3d:x=3,y=4,z=2",
+                           "nodes:nodes=3,gpus=4", "fat-tree:hosts=24,leaves=4,spines=3",
                            "fat-tree:tiers=3,pods=2,hosts=16,leaves=4,spines=2,cores=4"})
     expect_shortest_chains(generate_topology(spec));
 }
