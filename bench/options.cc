@@ -285,9 +285,7 @@ coll::CollectiveShape shape_for(const BenchConfig& c, std::uint64_t total_count)
   shape.kind = c.coll;
   shape.ranks = c.ranks;
   shape.root = c.root;
-  const bool per_rank_blocks =
-      c.coll == CollectiveKind::kReduceScatter || c.coll == CollectiveKind::kAllGather;
-  shape.count = per_rank_blocks ? total_count / static_cast<std::uint64_t>(c.ranks) : total_count;
+  shape.count = coll::count_of_total(c.coll, c.ranks, total_count);
   return shape;
 }
 

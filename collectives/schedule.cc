@@ -100,6 +100,11 @@ double bus_factor(CollectiveKind kind, int ranks) {
   return 1.0;
 }
 
+std::uint64_t count_of_total(CollectiveKind kind, int ranks, std::uint64_t total) {
+  const bool blocks = kind == CollectiveKind::kReduceScatter || kind == CollectiveKind::kAllGather;
+  return blocks ? total / static_cast<std::uint64_t>(ranks) : total;
+}
+
 std::uint64_t CollectiveShape::input_count() const {
   return kind == CollectiveKind::kReduceScatter ? count * ranks : count;
 }

@@ -49,9 +49,7 @@ bool usable_row(const json& r, std::size_t i, const std::string& source, Measure
 
 SimResult simulate_row(const Measurements& m, const MeasuredRow& r, const Topology& t) {
   // Sizes are the whole buffer (cclab bench's), counts a rank's.
-  const bool blocks =
-      m.coll == coll::CollectiveKind::kReduceScatter || m.coll == coll::CollectiveKind::kAllGather;
-  const std::uint64_t count = r.bytes / m.elem_bytes / (blocks ? m.ranks : 1);
+  const std::uint64_t count = coll::count_of_total(m.coll, m.ranks, r.bytes / m.elem_bytes);
   const coll::CollectiveShape shape{m.coll, m.ranks, count, m.root};
   const bool hier = coll::uses_groups(r.algo);
   const auto sched =

@@ -232,16 +232,13 @@ std::vector<Row> sweep(const SimFlags& f, const Topology& topo, int ranks, int g
                        std::uint64_t lo, std::uint64_t hi, TraceWriter* trace) {
   const auto candidates = make_candidates(f);
   const CollectiveKind kind = coll::parse_collective(f.coll, "--coll");
-  const bool per_rank_blocks =
-      kind == CollectiveKind::kReduceScatter || kind == CollectiveKind::kAllGather;
-  const auto n = static_cast<std::uint64_t>(ranks);
   std::vector<Row> rows;
   for (std::uint64_t bytes = lo;; bytes *= static_cast<std::uint64_t>(f.step_factor)) {
     const bool last_size = bytes > hi / static_cast<std::uint64_t>(f.step_factor);
     for (const Candidate& c : candidates) {
-      const std::uint64_t count = bytes / kElem / (per_rank_blocks ? n : 1);  // per rank
-      const std::uint64_t total = count * (per_rank_blocks ? n : 1);
-      const coll::CollectiveShape shape{kind, ranks, count, f.root};
+      const coll::CollectiveShape shape{kind, ranks,
+                                        coll::count_of_total(kind, ranks, bytes / kElem), f.root};
+      const std::uint64_t total = std::max(shape.input_count(), shape.output_count());
       const bool hier_group = coll::uses_groups(c.algo) || c.algo == Algorithm::kAuto;
       Row row{total * kElem, total, c, {}, {}, {}};
       row.chosen = coll::select_algorithm(shape, kElem, {c.algo, c.chunks, hier_group ? group : 0});

@@ -91,6 +91,11 @@ CollectiveKind parse_collective(std::string_view name, std::string_view what = "
 // nccl-tests' busbw = algbw * factor: 2(n-1)/n for all-reduce, (n-1)/n for
 // reduce-scatter and all-gather, 1 for broadcast.
 double bus_factor(CollectiveKind kind, int ranks);
+// The per-rank count of a call whose buffer (the larger of input and output,
+// the size nccl-tests and `cclab bench` give) holds `total` elements:
+// total / ranks for reduce-scatter and all-gather, whose count is a rank's
+// block; total for the others.
+std::uint64_t count_of_total(CollectiveKind kind, int ranks, std::uint64_t total);
 
 // Counts are per rank, in elements, with nccl-tests conventions:
 //  all-reduce:      input = output = count
