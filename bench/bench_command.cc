@@ -63,7 +63,10 @@ void add_collective_options(CLI::App& cmd, BenchFlags& f) {
   cmd.add_option("-o,--op", f.op, "Reduction (" + coll::op_names() + ")")->capture_default_str();
   cmd.add_option("-r,--root", f.root, "Root rank of broadcast")->capture_default_str();
   cmd.add_flag("--inplace", f.in_place, "Run in place (NCCL's buffer conventions)");
-  cmd.add_option("--chunks", f.chunks, "Pipeline chunks per transfer")->capture_default_str();
+  cmd.add_option("--chunks", f.chunks,
+                 "Pipeline chunks per transfer; a comma list runs each of ours with each "
+                 "(rows ring, ring:4)")
+      ->capture_default_str();
   cmd.add_option("--group-size", f.group_size, "hier: ranks per group (0: default)")
       ->capture_default_str();
   cmd.add_option("--inner", f.inner, "hier: the cross-group all-reduce (ring, tree, hd, direct)")

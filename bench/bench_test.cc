@@ -89,7 +89,10 @@ TEST(Resolve, RejectsBadValuesNamingTheFlag) {
   expect_invalid(with([](auto& f) { f.min_bytes = "2K", f.max_bytes = "1K"; }),
                  "-b/--minbytes: 2K is larger than -e/--maxbytes 1K");
   expect_invalid(with([](auto& f) { f.ranks = 0; }), "--ranks: must be at least 1 (got 0)");
-  expect_invalid(with([](auto& f) { f.chunks = 0; }), "--chunks");
+  expect_invalid(with([](auto& f) { f.chunks = "0"; }), "--chunks: '0' is not a chunk count");
+  expect_invalid(with([](auto& f) { f.chunks = "1,,4"; }), "--chunks: '' is not a chunk count");
+  expect_invalid(with([](auto& f) { f.chunks = "4,x"; }), "--chunks: 'x' is not a chunk count");
+  expect_invalid(with([](auto& f) { f.chunks = "4,1,4"; }), "--chunks: 4 is given twice");
   expect_invalid(with([](auto& f) { f.iters = 0; }), "-n/--iters");
   expect_invalid(with([](auto& f) { f.warmup = -1; }), "-w/--warmup");
   expect_invalid(with([](auto& f) { f.check = 2; }), "-c/--check");
@@ -100,6 +103,23 @@ TEST(Resolve, RejectsBadValuesNamingTheFlag) {
   expect_invalid(with([](auto& f) { f.inner = "hier"; }), "--inner");
   expect_invalid(with([](auto& f) { f.ranks = 4, f.group_size = 3; }),
                  "--group-size: 3 does not divide --ranks 4 (allowed: 1, 2, 4");
+}
+
+// --chunks 1,4: each of ours with each count in the order given, `auto` once
+// with the first (it keeps it unless a table or CCLAB_ALGO chooses).
+TEST(Resolve, ChunkListGivesEachOfOursEachCount) {
+  BenchFlags f;
+  f.algo = "ring,auto,hd", f.chunks = "4,1";
+  const auto c = resolve(f);
+  EXPECT_EQ(c.chunks, (std::vector<int>{4, 1}));
+  std::vector<std::pair<Algorithm, int>> got;
+  for (const auto& a : c.ours()) got.emplace_back(a.algo, a.chunks);
+  const std::vector<std::pair<Algorithm, int>> want = {{Algorithm::kRing, 4},
+                                                       {Algorithm::kRing, 1},
+                                                       {Algorithm::kAuto, 4},
+                                                       {Algorithm::kHalvingDoubling, 4},
+                                                       {Algorithm::kHalvingDoubling, 1}};
+  EXPECT_EQ(got, want);
 }
 
 TEST(SweepSizes, GeometricUpToMaxAndRoundedToElements) {
@@ -608,6 +628,52 @@ TEST(Sweep, StagedMemoryResultsAreExact) {
     EXPECT_EQ(counts.downloads.load(), 3 * per_rank_rows);
     EXPECT_GE(counts.uploads.load(), in_place ? 3 * per_rank_rows : 3);
   }
+}
+
+// Every row of ours named with its chunks, each checked, and the record's
+// rows carry their chunks (what calibrate and the tables read).
+TEST(Sweep, ChunkListRowsAreLabelledAndExact) {
+  BenchFlags f;
+  f.ranks = 3, f.algo = "ring,hd", f.chunks = "1,3";
+  f.min_bytes = "12", f.max_bytes = "12K", f.step_factor = 32, f.iters = 2, f.warmup = 0;
+  const auto c = resolve(f);
+  auto backend = make_backend("threads", c.ranks, c.timeout);
+  const auto rows = run_sweep(c, *backend);
+  const std::vector<std::string> labels = {"ring", "ring:3", "hd", "hd:3"};
+  ASSERT_EQ(rows.size(), sweep_sizes(c).size() * labels.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(algo_label(rows[i]), labels[i % labels.size()]);
+    EXPECT_EQ(rows[i].wrong, 0u) << algo_label(rows[i]) << " " << rows[i].bytes << " B";
+  }
+  const auto record = to_json(c, rows);
+  EXPECT_EQ(record["config"]["chunks"], nlohmann::json::array({1, 3}));
+  EXPECT_EQ(record["rows"][1]["algo"], "ring:3");
+  EXPECT_EQ(record["rows"][1]["chunks"], 3);
+}
+
+// A measured table chooses chunks as well as the algorithm: at each size the
+// row with the smallest median (given here), whatever its chunks.
+TEST(Report, TuningTableFromAChunkListChoosesChunks) {
+  BenchFlags f;
+  f.algo = "ring", f.chunks = "1,4", f.min_bytes = "1K", f.max_bytes = "1M", f.step_factor = 1024;
+  auto c = resolve(f);
+  c.tune_path = testing::TempDir() + "chunks_table.json";
+  const auto row = [&](std::uint64_t bytes, int chunks, double us) {
+    SweepRow r;
+    r.bytes = bytes, r.count = bytes / 4, r.algo = Algorithm::kRing, r.chunks = chunks;
+    summarize({us, us, us}, c, r);
+    return r;
+  };
+  std::ostringstream out;
+  write_tuning_table(
+      out, c, {row(1024, 1, 10), row(1024, 4, 30), row(1 << 20, 1, 900), row(1 << 20, 4, 500)});
+  const auto table = coll::load_tuning_table(c.tune_path);
+  ASSERT_EQ(table.bands.size(), 2u) << out.str();
+  EXPECT_EQ(table.bands[0].chunks, 1);
+  EXPECT_EQ(table.bands[1].min_bytes, 1u << 20);
+  EXPECT_EQ(table.bands[1].algo, Algorithm::kRing);
+  EXPECT_EQ(table.bands[1].chunks, 4);
+  EXPECT_NE(out.str().find("ring:4"), std::string::npos) << out.str();
 }
 
 TEST(Sweep, StagedMemoryStillCatchesACallThatWritesNothing) {

@@ -354,7 +354,7 @@ case $mode in
     cat "$dir/out0"
     expect_checked_table "$dir/out0" "$n"
     if [[ $convention == tf_config ]] && ((n % 2 == 0 && n > 2)); then
-      grep -q "hier group size 2," "$dir/out0" || { echo "FAIL: hier not grouped by host"; fail=1; }
+      grep -q "group size 2 (hier, rings)" "$dir/out0" || { echo "FAIL: hier not grouped by host"; fail=1; }
     fi
     rm -rf "$dir"
     exit $fail

@@ -96,13 +96,25 @@ void resolve_sizes(const BenchFlags& f, BenchConfig& c) {
 // hierarchical algorithm cannot use) before any rank starts.
 void preflight(const BenchConfig& c) {
   const auto shape = shape_for(c, static_cast<std::uint64_t>(c.ranks));
-  for (auto a : c.algos) coll::make_schedule(shape, c.algo_config(a), coll::dtype_size(c.dtype));
+  for (const auto& config : c.ours()) coll::make_schedule(shape, config, coll::dtype_size(c.dtype));
 }
 
 }  // namespace
 
-coll::AlgoConfig BenchConfig::algo_config(Algorithm algo) const {
-  return coll::AlgoConfig{algo, chunks, group_size, inner};
+coll::AlgoConfig BenchConfig::algo_config(Algorithm algo, int chunk_count) const {
+  return coll::AlgoConfig{algo, chunk_count, group_size, inner};
+}
+
+std::vector<coll::AlgoConfig> BenchConfig::ours() const {
+  std::vector<coll::AlgoConfig> out;
+  for (Algorithm a : algos) {
+    if (a == Algorithm::kAuto) {
+      out.push_back(algo_config(a, chunks.front()));
+      continue;
+    }
+    for (int n : chunks) out.push_back(algo_config(a, n));
+  }
+  return out;
 }
 
 std::uint64_t parse_size_bytes(std::string_view text, std::string_view flag) {
@@ -240,7 +252,7 @@ BenchConfig resolve(const BenchFlags& f) {
     invalid("-c/--check", fmt::format("{} is not allowed (allowed: 0, 1)", f.check));
   c.check = f.check == 1;
   c.in_place = f.in_place;
-  c.chunks = at_least(f.chunks, 1, "--chunks");
+  c.chunks = coll::parse_chunk_list(f.chunks, "--chunks");
   c.group_size = parse_group_size(f.group_size, c.ranks);
   c.inner = parse_inner(f.inner);
   c.timeout = std::chrono::milliseconds(at_least(f.timeout_ms, 1, "--timeout-ms"));

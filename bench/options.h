@@ -35,8 +35,8 @@ struct BenchFlags {
   std::string timing = "rank";  // rank or span (see Timing)
   int check = 1;
   bool in_place = false;
-  int chunks = 1;
-  int group_size = 0;  // 0: the library's default_group_size(ranks)
+  std::string chunks = "1";  // a comma list: each of our algorithms runs with each
+  int group_size = 0;        // 0: the library's default_group_size(ranks)
   std::string inner = "ring";
   int timeout_ms = 30000;
   std::string json_path;
@@ -81,7 +81,7 @@ struct BenchConfig {
   Timing timing = Timing::kRank;
   bool check = true;
   bool in_place = false;
-  int chunks = 1;
+  std::vector<int> chunks = {1};  // each of ours (but auto) runs with each, in this order
   int group_size = 0;
   coll::Algorithm inner = coll::Algorithm::kRing;
   std::chrono::milliseconds timeout{30000};
@@ -98,7 +98,11 @@ struct BenchConfig {
   std::string mpi_unavailable;
 
   // The algorithm choice for one row of the sweep.
-  coll::AlgoConfig algo_config(coll::Algorithm algo) const;
+  coll::AlgoConfig algo_config(coll::Algorithm algo, int chunks) const;
+  // Our rows of each size, in order: every algorithm with every chunk count,
+  // `auto` once (with the first: its choice keeps them unless a table or
+  // CCLAB_ALGO gives its own).
+  std::vector<coll::AlgoConfig> ours() const;
 };
 
 // Parses and validates every flag; throws InvalidArgument naming the flag and

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include "cclab/collectives/error.h"
@@ -48,7 +49,7 @@ void print_header(std::ostream& out, const BenchConfig& c,
       "# cclab bench: backend {}, ranks {}, coll {}, dtype {}, op {}, {}, chunks {}, iters {}, "
       "warmup {}\n",
       c.backend, c.ranks, coll::collective_name(c.coll), coll::dtype_name(c.dtype), redop_name(c),
-      c.in_place ? "in-place" : "out-of-place", c.chunks, c.iters, c.warmup);
+      c.in_place ? "in-place" : "out-of-place", fmt::join(c.chunks, ","), c.iters, c.warmup);
   out << fmt::format("# check {}, timeout {} ms", c.check ? 1 : 0, c.timeout.count());
   if (c.batch > 1) out << fmt::format(", batch {} (time: mean of that many calls)", c.batch);
   if (c.interleave)
@@ -57,7 +58,7 @@ void print_header(std::ostream& out, const BenchConfig& c,
     out << ", timing span (a call: from the last rank's start to the last rank's end)";
   if (c.coll == CollectiveKind::kBroadcast) out << fmt::format(", root {}", c.root);
   if (uses_hier(c))
-    out << fmt::format(", hier group size {}, inner {}",
+    out << fmt::format(", group size {} (hier, rings), hier inner {}",
                        c.group_size > 0 ? c.group_size : coll::default_group_size(c.ranks),
                        coll::algorithm_name(c.inner));
   out << '\n';
@@ -161,6 +162,7 @@ nlohmann::json row_json(const BenchConfig& c, const SweepRow& r) {
                         {"csw_median", r.csw_median},
                         {"wrong", r.wrong ? nlohmann::json(*r.wrong) : nlohmann::json(nullptr)}};
   if (!r.skipped.empty()) row["skipped"] = r.skipped;
+  if (r.peer.empty()) row["chunks"] = r.chunks;
   if (r.peer.empty() && r.algo == coll::Algorithm::kAuto) {
     row["chosen"] = coll::candidate_label(r.chosen.config.algo, r.chosen.config.chunks);
     row["reason"] = r.chosen.reason;
@@ -310,7 +312,7 @@ void write_tuning_table(std::ostream& out, const BenchConfig& c,
   for (const auto& r : rows)
     if (r.peer.empty() && r.algo != coll::Algorithm::kAuto && r.skipped.empty())
       times.push_back(
-          {r.bytes, r.algo, c.chunks, r.time_us_median, quantile(r, 0.25), quantile(r, 0.75)});
+          {r.bytes, r.algo, r.chunks, r.time_us_median, quantile(r, 0.25), quantile(r, 0.75)});
   coll::TuningTable table = coll::tuning_table_from_times(times);
   table.topology = fmt::format("measured by cclab bench --backend {} on {}, {} cores", c.backend,
                                cpu_model(), std::thread::hardware_concurrency());

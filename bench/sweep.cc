@@ -85,8 +85,8 @@ class RankBuffers {
     }
   }
 
-  Call call(const CollectiveShape& shape, coll::Algorithm algo) const {
-    Call call{shape, config_.algo_config(algo), send_, recv_};
+  Call call(const CollectiveShape& shape, const coll::AlgoConfig& algo) const {
+    Call call{shape, algo, send_, recv_};
     if (!config_.in_place) return call;
     const std::uint64_t block = shape.count * static_cast<std::uint64_t>(rank_) * elem_bytes_;
     call.send = recv_ + (shape.kind == CollectiveKind::kAllGather ? block : 0);
@@ -175,7 +175,7 @@ class RankRunner {
         continue;
       }
       int row = 0;
-      for (auto algo : config_.algos) {
+      for (const auto& algo : config_.ours()) {
         Contender c = prepare(size, algo, row);
         measure(c, row++);
       }
@@ -193,7 +193,7 @@ class RankRunner {
   void run_interleaved(const SizePoint& size) {
     std::vector<Contender> rows;
     const auto next = [&] { return static_cast<int>(rows.size()); };
-    for (auto algo : config_.algos) rows.push_back(prepare(size, algo, next()));
+    for (const auto& algo : config_.ours()) rows.push_back(prepare(size, algo, next()));
     for (const auto& peer : config_.peers) rows.push_back(prepare_peer(size, peer, next()));
     for (auto& c : rows)
       for (int i = 0; c.run && i < config_.warmup; ++i) c.run();
@@ -219,13 +219,14 @@ class RankRunner {
   }
 
   // Our algorithm `algo` at `size`, checked (when asked) and ready to time.
-  Contender prepare(const SizePoint& size, coll::Algorithm algo, int row) {
+  Contender prepare(const SizePoint& size, const coll::AlgoConfig& algo, int row) {
     const Call call = buffers_.call(shape_for(config_, size.count), algo);
-    coll::Communicator& comm = our_comm(algo);
+    SweepRow out = new_row(size, algo.algo, "");
+    out.chunks = algo.chunks;
+    coll::Communicator& comm = our_comm(algo_label(out));
     if (config_.check) check(comm, call, row);
     if (config_.in_place) buffers_.fill_input(expect_, call);
-    SweepRow out = new_row(size, algo, "");
-    if (algo == coll::Algorithm::kAuto)
+    if (algo.algo == coll::Algorithm::kAuto)
       out.chosen = coll::select_algorithm(call.shape, coll::dtype_size(config_.dtype), call.algo);
     return {std::move(out), [this, &comm, call] { run_collective(comm, config_, call); }};
   }
@@ -239,7 +240,7 @@ class RankRunner {
     c.row.skipped = peer_skip_reason(peer, config_, size.bytes);
     if (!c.row.skipped.empty()) return c;  // every rank decides alike, so nobody runs it
     if (peer == kStreamPeer) return prepare_stream(std::move(c), size, row);
-    Call call = buffers_.call(shape_for(config_, size.count), coll::Algorithm::kRing);
+    Call call = buffers_.call(shape_for(config_, size.count), {});
     const bool in_place = peer_runs_in_place(peer, config_);
     if (in_place) call.send = call.recv;
     // MPI's peer brings its own communicator (MPI_COMM_WORLD).
@@ -289,9 +290,9 @@ class RankRunner {
   // Only gloo's rows get connections of their own: the other backends have
   // none to separate (threads, cuda) or cannot split (nccl, whose peers run
   // on the world as NCCL's own communicator would).
-  coll::Communicator& our_comm(coll::Algorithm algo) {
+  coll::Communicator& our_comm(const std::string& label) {
     if (config_.backend != "gloo") return comm_;
-    return row_comm(config_.row_connections ? std::string(coll::algorithm_name(algo)) : "ours");
+    return row_comm(config_.row_connections ? label : "ours");
   }
 
   coll::Communicator& peer_comm(const std::string& peer) {
@@ -456,7 +457,7 @@ class RankRunner {
 }  // namespace
 
 std::string algo_label(const SweepRow& row) {
-  return row.peer.empty() ? std::string(coll::algorithm_name(row.algo)) : row.peer;
+  return row.peer.empty() ? coll::candidate_label(row.algo, row.chunks) : row.peer;
 }
 
 std::vector<int> interleaved_order(int rows, int iteration) {
@@ -541,7 +542,7 @@ void summarize(std::vector<double> times_us, const BenchConfig& config, SweepRow
 std::vector<SweepRow> run_sweep(const BenchConfig& config, Backend& backend,
                                 const QuietHook& quiet) {
   Shared shared(config.ranks, config.iters,
-                static_cast<int>(config.algos.size() + config.peers.size()));
+                static_cast<int>(config.ours().size() + config.peers.size()));
   const bool shared_memory = backend.shares_memory();
   backend.run([&](coll::Communicator& comm) {
     RankRunner(config, shared, comm, shared_memory, backend.memory(comm.rank()), quiet).run();

@@ -2,6 +2,7 @@
 // validation, and the mapping from a choice to its program generator.
 #include "cclab/collectives/algorithms.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 
@@ -120,6 +121,27 @@ std::string_view algorithm_name(Algorithm a) {
 std::string algorithm_names() { return "ring, tree, hd, hier, direct, rings, auto"; }
 
 bool uses_groups(Algorithm a) { return a == Algorithm::kHierarchical || a == Algorithm::kRings; }
+
+std::vector<int> parse_chunk_list(std::string_view text, std::string_view what) {
+  std::vector<int> out;
+  for (std::size_t pos = 0;;) {
+    const auto comma = text.find(',', pos);
+    const std::string_view item = text.substr(pos, comma - pos);
+    const bool digits = !item.empty() && item.size() <= 6 &&
+                        item.find_first_not_of("0123456789") == std::string_view::npos;
+    const int value = digits ? std::stoi(std::string(item)) : 0;
+    if (value < 1)
+      throw InvalidArgument(fmt::format(
+          "{}: '{}' is not a chunk count (allowed: integers from 1, comma separated, e.g. 1,4)",
+          what, item));
+    if (std::find(out.begin(), out.end(), value) != out.end())
+      throw InvalidArgument(
+          fmt::format("{}: {} is given twice (each chunk count once)", what, value));
+    out.push_back(value);
+    if (comma == std::string_view::npos) return out;
+    pos = comma + 1;
+  }
+}
 
 Algorithm parse_algorithm(std::string_view name, std::string_view what) {
   for (auto a : kAllAlgorithms)

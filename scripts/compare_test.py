@@ -197,9 +197,9 @@ class CompareTest(unittest.TestCase):
         # In place against out of place, and two settings at once, named by flag.
         cases = [({"in_place": True}, {"in_place": False},
                   "settings differ (--inplace: new true, baseline false)", "--inplace"),
-                 ({"chunks": 4, "pin": False}, {"chunks": 1, "pin": True},
-                  "settings differ (--chunks: new 4, baseline 1; --pin: new false, baseline true)",
-                  "--chunks, --pin")]
+                 ({"batch": 4, "pin": False}, {"batch": 1, "pin": True},
+                  "settings differ (--batch: new 4, baseline 1; --pin: new false, baseline true)",
+                  "--batch, --pin")]
         for new_fields, base_fields, line, flags in cases:
             status, out = self.compare(record(series({("hd", 4096): 2.0}), **new_fields),
                                        record(series(), **base_fields))
@@ -207,12 +207,39 @@ class CompareTest(unittest.TestCase):
             self.assertIn(line, out)
             self.assertIn(f"1 regression(s) (reported only: different settings ({flags}))", out)
         # The same settings, or a baseline written before a setting existed: the gate stands.
-        for base_fields in ({"in_place": True, "chunks": 4}, {}):
+        for base_fields in ({"in_place": True, "batch": 4}, {}):
             status, out = self.compare(
-                record(series({("hd", 4096): 2.0}), in_place=True, chunks=4),
+                record(series({("hd", 4096): 2.0}), in_place=True, batch=4),
                 record(series(), **base_fields))
             self.assertEqual(status, 1, out)
             self.assertNotIn("settings differ", out)
+
+    def test_rows_are_told_apart_by_their_chunks(self):
+        # `--chunks 1,4` rows are 'hd' and 'hd:4' (each carrying its chunks);
+        # a planted regression in one of them is found under its label.
+        def chunked(scale=None):
+            rows = series(scale)
+            for r in rows:
+                r["chunks"] = 1
+            four = [dict(r, algo=r["algo"] + ":4", chunks=4) for r in series()]
+            return rows + four
+        slow = chunked()
+        for r in slow:
+            if r["algo"] == "hd:4" and r["size_bytes"] == 4096:
+                for field in ("time_us_min", "time_us_median", "time_us_max"):
+                    r[field] *= 2
+        status, out = self.compare(record(slow, chunks=[1, 4]), record(chunked(), chunks=[1, 4]))
+        self.assertEqual(status, 1, out)
+        self.assertIn("hd:4", out)
+        self.assertIn("1 regression(s)", out)
+        # A record written when --chunks took one number (4: rows 'hd', no
+        # chunks of their own) is read as rows 'hd:4'; the runs' sets of rows
+        # differ, so it reports and does not gate.
+        status, out = self.compare(record(slow, chunks=[1, 4]), record(series(), chunks=4))
+        self.assertEqual(status, 0, out)
+        self.assertIn("settings differ (--chunks: new [1, 4], baseline [4])", out)
+        self.assertIn("1 regression(s) (reported only", out)
+        self.assertIn("hd:4", out)
 
     def test_alike_timings_gate(self):
         status, out = self.compare(record(series({("hd", 4096): 2.0}), timing="span"),
@@ -339,7 +366,7 @@ class CompareTest(unittest.TestCase):
         other = self.write("other.json", record(series(), chunks=4))
         status, out = self.compare(record(series(), chunks=1), base, "--rerun", other)
         self.assertEqual(status, 2, out)
-        self.assertIn("--rerun " + other + ": config.chunks is 4 where NEW has 1", out)
+        self.assertIn("--rerun " + other + ": config.chunks is [4] where NEW has [1]", out)
         elsewhere = self.write("elsewhere.json",
                                record(series(), dict(MACHINE, cpu_model="Other CPU")))
         status, out = self.compare(record(series()), base, "--rerun", elsewhere)

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cclab/collectives/error.h"
+#include "cclab/collectives/selector.h"
 #include "cclab/collectives/types.h"
 #include "cclab/sim/simulator.h"
 #include "cclab/sim/topology.h"
@@ -32,15 +33,26 @@ T get(const json& obj, const char* key, const std::string& field, const std::str
   }
 }
 
-// A row of ours that ran and was right; nullopt-like false otherwise.
-bool usable_row(const json& r, std::size_t i, const std::string& source, MeasuredRow& out) {
+// A row of ours that ran and was right; false otherwise. `chunks` is the
+// record's config.chunks where it is one number (older records, whose rows
+// carry none), else 0.
+bool usable_row(const json& r, std::size_t i, const std::string& source, int chunks,
+                MeasuredRow& out) {
   const std::string field = fmt::format("rows[{}]", i);
   if (get<bool>(r, "peer", field + ".peer", source) || r.contains("skipped")) return false;
   const auto algo = get<std::string>(r, "algo", field + ".algo", source);
-  if (algo == "auto") return false;
+  if (algo.rfind("auto", 0) == 0) return false;  // "auto", "auto:4"
   if (const auto w = r.find("wrong"); w != r.end() && !w->is_null() && w->get<double>() != 0)
     bad(source, field + ".wrong", "a row with wrong results cannot calibrate anything");
-  out.algo = coll::parse_algorithm(algo, fmt::format("bench record '{}': {}.algo", source, field));
+  // "ring" or "ring:4"; a row's own chunks win over the config's.
+  const auto config =
+      coll::parse_candidate(algo, fmt::format("bench record '{}': {}.algo", source, field));
+  out.algo = config.algo;
+  out.chunks = r.contains("chunks") ? get<int>(r, "chunks", field + ".chunks", source)
+               : algo.find(':') != std::string::npos ? config.chunks
+                                                     : chunks;
+  if (out.chunks < 1)
+    bad(source, field + ".chunks", "missing (neither the row nor config.chunks gives it)");
   out.bytes = get<std::uint64_t>(r, "size_bytes", field + ".size_bytes", source);
   out.time_us = get<double>(r, "time_us_median", field + ".time_us_median", source);
   if (!(out.time_us > 0)) bad(source, field + ".time_us_median", "must be positive");
@@ -53,7 +65,7 @@ SimResult simulate_row(const Measurements& m, const MeasuredRow& r, const Topolo
   const coll::CollectiveShape shape{m.coll, m.ranks, count, m.root};
   const bool hier = coll::uses_groups(r.algo);
   const auto sched =
-      coll::make_schedule(shape, {r.algo, m.chunks, hier ? m.group_size : 0}, m.elem_bytes);
+      coll::make_schedule(shape, {r.algo, r.chunks, hier ? m.group_size : 0}, m.elem_bytes);
   return simulate(t, *sched, {m.elem_bytes, nullptr});
 }
 
@@ -120,7 +132,13 @@ Measurements parse_bench_record(const std::string& json_text, const std::string&
     m.root = get<int>(*config, "root", "config.root", source);
   m.backend = get<std::string>(*config, "backend", "config.backend", source);
   m.ranks = get<int>(*config, "ranks", "config.ranks", source);
-  m.chunks = get<int>(*config, "chunks", "config.chunks", source);
+  // One number in records written before --chunks took a list (their rows
+  // carry none), a list since.
+  const auto chunks = config->find("chunks");
+  if (chunks == config->end()) bad(source, "config.chunks", "missing field");
+  if (!chunks->is_number_integer() && !chunks->is_array())
+    bad(source, "config.chunks", fmt::format("unexpected value {}", chunks->dump()));
+  const int config_chunks = chunks->is_number_integer() ? chunks->get<int>() : 0;
   m.group_size = get<int>(*config, "group_size", "config.group_size", source);
   m.elem_bytes = coll::dtype_size(coll::parse_dtype(
       get<std::string>(*config, "dtype", "config.dtype", source), "config.dtype"));
@@ -133,7 +151,7 @@ Measurements parse_bench_record(const std::string& json_text, const std::string&
   if (rows == doc.end() || !rows->is_array()) bad(source, "rows", "missing array");
   for (std::size_t i = 0; i < rows->size(); ++i) {
     MeasuredRow r;
-    if (usable_row((*rows)[i], i, source, r)) m.rows.push_back(r);
+    if (usable_row((*rows)[i], i, source, config_chunks, r)) m.rows.push_back(r);
   }
   return m;
 }

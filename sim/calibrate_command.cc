@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "cclab/collectives/selector.h"
 #include "cclab/sim/calibrate.h"
 #include "cclab/sim/cli.h"
 
@@ -37,7 +38,7 @@ std::map<std::uint64_t, std::vector<std::string>> fastest(const std::vector<Comp
   std::map<std::uint64_t, std::vector<std::string>> out;
   for (const auto& c : rows)
     if (time(c) <= best[c.row.bytes] * (1 + 1e-6))
-      out[c.row.bytes].emplace_back(coll::algorithm_name(c.row.algo));
+      out[c.row.bytes].emplace_back(coll::candidate_label(c.row.algo, c.row.chunks));
   return out;
 }
 
@@ -59,7 +60,8 @@ void report(const Measurements& m, const std::string& spec) {
   for (const auto& c : rows) {
     ratios.push_back(c.predicted_us / c.row.time_us);
     fmt::print(" {:>11} {:>7} {:>13.2f} {:>14.2f} {:>10.2f}\n", c.row.bytes,
-               coll::algorithm_name(c.row.algo), c.row.time_us, c.predicted_us, ratios.back());
+               coll::candidate_label(c.row.algo, c.row.chunks), c.row.time_us, c.predicted_us,
+               ratios.back());
   }
   const auto measured = fastest(rows, [](const Comparison& c) { return c.row.time_us; });
   const auto predicted = fastest(rows, [](const Comparison& c) { return c.predicted_us; });

@@ -187,6 +187,45 @@ TEST(Calibrate, RecordsKeepOnlyOurRowsThatRan) {
   EXPECT_EQ(m.backend, "threads");
 }
 
+// Rows of `--chunks 1,4` are 'ring' and 'ring:4', each with its chunks;
+// records written when --chunks was one number give it in config.chunks.
+// A row's chunks reach the simulation: where a reduction costs as much as
+// the transfer before it, ring:4 overlaps the two and ring cannot (2 ranks,
+// 1 MiB: ring takes S/2B + S/2R + S/2B = 1.5 S/B; pipelined, no less than
+// the S/B the links carry).
+TEST(Calibrate, EachRowKeepsItsChunks) {
+  std::string c = kConfig;
+  c.replace(c.find(R"("chunks": 1)"), 11, R"("chunks": [1, 4])");
+  const Measurements listed =
+      parse_bench_record(record(c, row("ring", 1 << 20, 3, R"(, "chunks": 1)") + "," +
+                                       row("ring:4", 1 << 20, 5, R"(, "chunks": 4)")),
+                         "r.json");
+  ASSERT_EQ(listed.rows.size(), 2u);
+  EXPECT_EQ(listed.rows[0].chunks, 1);
+  EXPECT_EQ(listed.rows[1].chunks, 4);
+  EXPECT_EQ(listed.rows[1].algo, Algorithm::kRing);
+  const auto predicted = predict_rows(listed, "switch:n=2,bw=1GBps,lat=0us,reduce=1GBps");
+  ASSERT_EQ(predicted.size(), 2u);
+  const double s_over_b = (1 << 20) / 1e3;  // us
+  EXPECT_NEAR(predicted[0].predicted_us, 1.5 * s_over_b, 1e-3 * s_over_b);
+  EXPECT_LT(predicted[1].predicted_us, 1.4 * s_over_b);
+  EXPECT_GE(predicted[1].predicted_us, s_over_b * (1 - 1e-9));
+
+  std::string old = kConfig;
+  old.replace(old.find(R"("chunks": 1)"), 11, R"("chunks": 2)");
+  const Measurements one = parse_bench_record(record(old, row("hd", 1024, 3)), "r.json");
+  ASSERT_EQ(one.rows.size(), 1u);
+  EXPECT_EQ(one.rows[0].chunks, 2);
+
+  EXPECT_EQ(error_of([&] { parse_bench_record(record(c, row("ring", 1024, 3)), "r.json"); }),
+            "bench record 'r.json': rows[0].chunks: missing (neither the row nor config.chunks "
+            "gives it)");
+  std::string bad = kConfig;
+  bad.replace(bad.find(R"("chunks": 1)"), 11, R"("chunks": "4")");
+  EXPECT_EQ(error_of([&] { parse_bench_record(record(bad, row("ring", 1024, 3)), "r.json"); }),
+            "bench record 'r.json': config.chunks: unexpected value \"4\"");
+}
+
 TEST(Calibrate, RecordsThatCannotCalibrateAreRefusedByName) {
   const auto err = [](const std::string& text) {
     return error_of([&] { fit_switch(parse_bench_record(text, "r.json")); });

@@ -119,24 +119,9 @@ std::vector<Algorithm> parse_algos(const std::string& list, CollectiveKind kind)
   return out;
 }
 
-std::vector<int> parse_chunks(const std::string& list) {
-  std::vector<int> out;
-  for (const std::string& item : split_list(list)) {
-    const bool digits = !item.empty() && item.size() <= 6 &&
-                        item.find_first_not_of("0123456789") == std::string::npos;
-    if (!digits || std::stoi(item) < 1)
-      throw InvalidArgument(fmt::format(
-          "--chunks: '{}' is not a chunk count (allowed: integers from 1, comma separated, "
-          "e.g. 1,4)",
-          item));
-    out.push_back(std::stoi(item));
-  }
-  return out;
-}
-
 // Every algorithm with every chunk count; `auto` once (it chooses its chunks).
 std::vector<Candidate> make_candidates(const SimFlags& f) {
-  const auto chunks = parse_chunks(f.chunks);
+  const auto chunks = coll::parse_chunk_list(f.chunks, "--chunks");
   std::vector<Candidate> out;
   for (Algorithm a : parse_algos(f.algos, coll::parse_collective(f.coll, "--coll"))) {
     if (a == Algorithm::kAuto) {
@@ -166,7 +151,8 @@ void print_header(const SimFlags& f, const Topology& t, int ranks, int group) {
       "chunks {}\n",
       t.description, ranks, t.num_endpoints(), t.num_links(), f.coll,
       broadcast ? fmt::format(" (root {})", f.root) : "", redop_name(f.coll), f.chunks);
-  fmt::print("# hier group size {}\n#\n#", group > 0 ? group : coll::default_group_size(ranks));
+  fmt::print("# group size {} (hier, rings)\n#\n#",
+             group > 0 ? group : coll::default_group_size(ranks));
   fmt::print(kColumns, "size(B)", "count", "type", "redop", "algo", "time(us)", "algbw(GB/s)",
              "busbw(GB/s)", "bottleneck");
   fmt::print("\n");
@@ -217,7 +203,7 @@ void write_json(const std::string& path, const SimFlags& f, const Topology& t, i
       {"min_bytes", f.min_bytes},
       {"max_bytes", f.max_bytes},
       {"step_factor", f.step_factor},
-      {"chunks", parse_chunks(f.chunks)},
+      {"chunks", coll::parse_chunk_list(f.chunks, "--chunks")},
       {"hier_group_size", group > 0 ? group : coll::default_group_size(ranks)}};
   const nlohmann::json record = {
       {"tool", "cclab sim"}, {"config", config}, {"rows", std::move(out_rows)}};

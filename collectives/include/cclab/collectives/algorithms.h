@@ -29,6 +29,9 @@ Algorithm parse_algorithm(std::string_view name, std::string_view what = "algo")
 std::string algorithm_names();
 // Whether the algorithm takes AlgoConfig::group_size (hier, rings).
 bool uses_groups(Algorithm a);
+// "1,4" -> {1, 4}: pipeline chunk counts, each an integer from 1 (the sweeps'
+// --chunks); throws InvalidArgument naming `what` and the item.
+std::vector<int> parse_chunk_list(std::string_view text, std::string_view what);
 
 struct AlgoConfig {
   Algorithm algo = Algorithm::kAuto;

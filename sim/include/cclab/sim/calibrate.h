@@ -32,6 +32,7 @@ struct MeasuredRow {
   std::uint64_t bytes = 0;
   coll::Algorithm algo = coll::Algorithm::kRing;
   double time_us = 0;  // median
+  int chunks = 1;      // the row's own, or (older records) config.chunks
 };
 
 struct Measurements {
@@ -40,7 +41,6 @@ struct Measurements {
   coll::CollectiveKind coll = coll::CollectiveKind::kAllReduce;
   int root = 0;  // broadcast's
   int ranks = 0;
-  int chunks = 1;
   int group_size = 0;  // hier's, 0: the default
   std::size_t elem_bytes = 4;
   int cores = 0;  // machine.cores, 0: not recorded
