@@ -383,9 +383,8 @@ case $mode in
         fail=0
         expect_checked_table "$out" "$n"
         # Every algorithm at 1K, 8K and 64K: ring, hd, direct and rings
-        # (reduce-scatter, all-gather); ring, tree and hd (broadcast).
+        # (reduce-scatter, all-gather); ring, tree, hd and rings (broadcast).
         algos=4
-        [[ $coll == broadcast ]] && algos=3
         rows=$(grep -Ec "^\[0\] +[0-9]+ +[0-9]+ +f32 +(sum|none) +[a-z]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +0 " "$out" || true)
         cat "$out"
         rm -f "$out"

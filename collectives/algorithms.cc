@@ -159,7 +159,7 @@ std::vector<Algorithm> algorithms_for(CollectiveKind kind) {
     case CollectiveKind::kAllGather:
       return {Algorithm::kRing, Algorithm::kHalvingDoubling, Algorithm::kDirect, Algorithm::kRings};
     case CollectiveKind::kBroadcast:
-      return {Algorithm::kRing, Algorithm::kTree, Algorithm::kHalvingDoubling};
+      return {Algorithm::kRing, Algorithm::kTree, Algorithm::kHalvingDoubling, Algorithm::kRings};
   }
   return {};
 }
@@ -227,6 +227,7 @@ std::unique_ptr<Schedule> make_schedule(const CollectiveShape& shape, const Algo
       return std::make_unique<GeneratedSchedule>(shape, name, 0, [=](int r) {
         if (a == Algorithm::kRing) return chain_broadcast(n, r, root, count, chunks);
         if (a == Algorithm::kHalvingDoubling) return hd_broadcast(n, r, root, count, chunks);
+        if (a == Algorithm::kRings) return rings_broadcast(n, r, root, count, chunks, g);
         return binomial_broadcast(n, r, root, count, chunks);
       });
   }

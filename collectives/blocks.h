@@ -122,6 +122,7 @@ Program rings_all_gather(int n, int me, std::uint64_t count, int chunks, int gro
 Program hd_all_gather(int n, int me, std::uint64_t count, int chunks);
 Program hd_broadcast(int n, int me, int root, std::uint64_t count, int chunks);
 Program chain_broadcast(int n, int me, int root, std::uint64_t count, int chunks);
+Program rings_broadcast(int n, int me, int root, std::uint64_t count, int chunks, int group_size);
 Program binomial_broadcast(int n, int me, int root, std::uint64_t count, int chunks);
 
 }  // namespace cclab::coll::detail

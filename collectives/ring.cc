@@ -23,7 +23,11 @@
 // NICs. Every ring's step s is emitted before any ring's step s+1, so they run
 // together. With one group (or g = 1) it is the ring. Cost: the ring's 2(n-1)
 // steps of S/(ng) per ring, the traffic between groups on g links per group.
+// Broadcast: part c of the vector goes down a chain along ring c from the
+// root (chain_broadcast's pipeline, g of them side by side), so a node's
+// bytes arrive through g NICs: ideally (n - 2 + C)(a + S/(gCB)) with C chunks.
 #include <algorithm>
+#include <tuple>
 #include <vector>
 
 #include "blocks.h"
@@ -227,6 +231,54 @@ Program rings_all_gather(int n, int me, std::uint64_t count, int chunks, int gro
     co_yield e.copy({BufferId::kInput, 0, count},
                     {BufferId::kOutput, static_cast<std::uint64_t>(me) * count, count});
   CCLAB_YIELD_ALL(rings_phase(RailRings(n, group_size, count, true), me, chunks, false, {}, e));
+}
+
+Program rings_broadcast(int n, int me, int root, std::uint64_t count, int chunks, int group_size) {
+  Emitter e("broadcast");
+  if (count == 0) co_return;
+  if (me == root) co_yield e.copy({BufferId::kInput, 0, count}, {BufferId::kOutput, 0, count});
+  // Level L holds the pieces that reach this rank L message times after the
+  // start: chunk k of chain c at hop h from the root (ring c), L = h + k; one
+  // per chain at most. A level's pieces are received together, then sent
+  // on, each after its receive, and the next level's receives are posted
+  // only once those sends are issued (in-order issue), as chain_broadcast
+  // does for one chain: a chain then moves one chunk at a time between two
+  // ranks instead of sharing the link with its own later chunks, which would
+  // finish them all together. (Weighting hops between groups as slower gave
+  // 1.6x the time at 32 chunks, nodes:nodes=4,gpus=4, 64 MiB.)
+  const RailRings r(n, group_size, count, /*blocks=*/false);
+  const Partition parts{count, std::uint64_t(r.rings)};
+  struct Piece {
+    int at, hop, k, c;  // at = hop + k
+    Region region;
+    std::int64_t got = -1;  // its receive
+  };
+  std::vector<Piece> pieces;
+  for (int c = 0; c < r.rings; ++c) {
+    const int hop = mod(r.position(c, me) - r.position(c, root), n);
+    const Partition cp{parts.size(c), std::uint64_t(chunks)};
+    for (int k = 0; k < chunks; ++k)
+      if (cp.size(k) > 0)
+        pieces.push_back(
+            {hop + k, hop, k, c, {BufferId::kOutput, parts.offset(c) + cp.offset(k), cp.size(k)}});
+  }
+  std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) {
+    return std::tie(a.at, a.hop, a.k, a.c) < std::tie(b.at, b.hop, b.k, b.c);
+  });
+  for (std::size_t begin = 0, end = 0; begin < pieces.size(); begin = end) {
+    while (end < pieces.size() && pieces[end].at == pieces[begin].at) ++end;
+    for (std::size_t i = begin; i < end; ++i) {
+      Piece& p = pieces[i];
+      if (p.hop == 0) continue;
+      co_yield e.recv(r.rank_at(p.c, r.position(p.c, me) - 1), p.region);
+      p.got = e.last();
+    }
+    for (std::size_t i = begin; i < end; ++i) {
+      const Piece& p = pieces[i];
+      if (p.hop + 1 < n)
+        co_yield e.send(r.rank_at(p.c, r.position(p.c, me) + 1), p.region, Deps(p.got));
+    }
+  }
 }
 
 Program ring_reduce_scatter_coll(int n, int me, std::uint64_t count, int chunks) {

@@ -184,7 +184,10 @@ TEST(Simulator, RingsSpreadTheTrafficBetweenNodesOverEveryNic) {
   // all-reduce, 1 for reduce-scatter and all-gather) leave on each node's
   // nic3 and on no other NIC. rings runs g = 4 rings on a quarter each; ring
   // c leaves a node from local rank c-1, so every GPU's NIC carries one ring's
-  // k(n-1) steps of S/(4n).
+  // k(n-1) steps of S/(4n). Broadcast from rank 0: the ring's chain carries S
+  // out of nodes 0-2 on nic3 (it ends on node 3); chain c of rings carries
+  // S/4 out of every node on local rank c-1, but chain 0, which starts at
+  // position 0 and so ends on node 3 without wrapping.
   const Topology t = generate_topology("nodes:nodes=4,gpus=4");
   const int n = 16;
   const double bytes = 64.0 * (1 << 20);
@@ -199,11 +202,12 @@ TEST(Simulator, RingsSpreadTheTrafficBetweenNodesOverEveryNic) {
     }
     return out;
   };
-  for (auto kind :
-       {CollectiveKind::kAllReduce, CollectiveKind::kReduceScatter, CollectiveKind::kAllGather}) {
-    const bool all_reduce = kind == CollectiveKind::kAllReduce;
-    const std::uint64_t count = static_cast<std::uint64_t>(bytes / 4) / (all_reduce ? 1 : n);
-    const double k = all_reduce ? 2 : 1;
+  for (auto kind : {CollectiveKind::kAllReduce, CollectiveKind::kReduceScatter,
+                    CollectiveKind::kAllGather, CollectiveKind::kBroadcast}) {
+    const bool whole = kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kBroadcast;
+    const bool broadcast = kind == CollectiveKind::kBroadcast;
+    const std::uint64_t count = static_cast<std::uint64_t>(bytes / 4) / (whole ? 1 : n);
+    const double k = kind == CollectiveKind::kAllReduce ? 2 : 1;
     const auto sim = [&](Algorithm a) {
       return simulate(t, *coll::make_schedule({kind, n, count, 0}, {a, 1, 4}), {4, nullptr});
     };
@@ -211,10 +215,17 @@ TEST(Simulator, RingsSpreadTheTrafficBetweenNodesOverEveryNic) {
     const auto ring_nics = up_to_nic(ring), rings_nics = up_to_nic(rings);
     ASSERT_EQ(ring_nics.size(), 16u);
     for (std::size_t i = 0; i < ring_nics.size(); ++i) {
-      const double want = i % 4 == 3 ? k * (n - 1) / n * bytes : 0;
-      EXPECT_LT(std::abs(ring_nics[i] - want), 1.0)
+      const bool last_rank_of_last_node = i == 15;
+      const double want_ring = i % 4 != 3               ? 0
+                               : !broadcast             ? k * (n - 1) / n * bytes
+                               : last_rank_of_last_node ? 0
+                                                        : bytes;
+      const double want_rings = !broadcast               ? k * (n - 1) / n * bytes / 4
+                                : last_rank_of_last_node ? 0
+                                                         : bytes / 4;
+      EXPECT_LT(std::abs(ring_nics[i] - want_ring), 1.0)
           << coll::collective_name(kind) << " ring, gpu " << i;
-      EXPECT_LT(rel_err(rings_nics[i], k * (n - 1) / n * bytes / 4), 1e-9)
+      EXPECT_LT(std::abs(rings_nics[i] - want_rings), 1.0)
           << coll::collective_name(kind) << " rings, gpu " << i;
     }
     // Four NICs a node instead of one: well under half the time.

@@ -21,7 +21,8 @@ enum class Algorithm : std::uint8_t {
                      // reduce-scatter / all-gather; scatter + doubling broadcast
   kHierarchical,     // two-level: intra-group reduce-scatter, inner all-reduce, all-gather
   kDirect,           // one-shot: every rank reads every peer's data
-  kRings,            // rail-rotated rings: one ring per local rank of a group (NCCL's channels)
+  kRings,            // rail-rotated rings: one ring per local rank of a group (NCCL's channels);
+                     // broadcast: a chain along each
 };
 
 std::string_view algorithm_name(Algorithm a);  // "ring", "tree", "hd", "hier", "direct", "auto"
