@@ -668,6 +668,7 @@ TEST(Report, TuningTableFromAChunkListChoosesChunks) {
   write_tuning_table(
       out, c, {row(1024, 1, 10), row(1024, 4, 30), row(1 << 20, 1, 900), row(1 << 20, 4, 500)});
   const auto table = coll::load_tuning_table(c.tune_path);
+  EXPECT_EQ(table.tool, "cclab bench --tune");
   ASSERT_EQ(table.bands.size(), 2u) << out.str();
   EXPECT_EQ(table.bands[0].chunks, 1);
   EXPECT_EQ(table.bands[1].min_bytes, 1u << 20);

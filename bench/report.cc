@@ -314,6 +314,7 @@ void write_tuning_table(std::ostream& out, const BenchConfig& c,
       times.push_back(
           {r.bytes, r.algo, r.chunks, r.time_us_median, quantile(r, 0.25), quantile(r, 0.75)});
   coll::TuningTable table = coll::tuning_table_from_times(times);
+  table.tool = "cclab bench --tune";
   table.topology = fmt::format("measured by cclab bench --backend {} on {}, {} cores", c.backend,
                                cpu_model(), std::thread::hardware_concurrency());
   table.collective = c.coll;

@@ -255,6 +255,8 @@ TuningTable parse_tuning_table(const std::string& json_text, const std::string& 
   if (!doc.is_object()) bad_field(source, "(top level)", "expected an object");
   TuningTable t;
   t.source = source;
+  if (const auto tool = doc.find("tool"); tool != doc.end() && tool->is_string())
+    t.tool = tool->get<std::string>();
   const auto kind = field_as<std::string>(doc, "collective", "collective", source, "a string");
   try {
     t.collective = parse_collective(kind, "collective");
@@ -301,9 +303,12 @@ std::string tuning_table_json(const TuningTable& t) {
                      {"predicted_at_bytes", b.predicted_at},
                      {"predicted_us", std::move(predicted)}});
   }
-  const json doc = {{"tool", "cclab sim --tune"}, {"collective", collective_name(t.collective)},
-                    {"topology", t.topology},     {"ranks", t.ranks},
-                    {"group_size", t.group_size}, {"bands", std::move(bands)}};
+  const json doc = {{"tool", t.tool},
+                    {"collective", collective_name(t.collective)},
+                    {"topology", t.topology},
+                    {"ranks", t.ranks},
+                    {"group_size", t.group_size},
+                    {"bands", std::move(bands)}};
   return doc.dump(2) + "\n";
 }
 

@@ -37,7 +37,8 @@ struct TuningBand {
 
 // A size-banded choice for one collective on one topology and rank count.
 struct TuningTable {
-  std::string source;  // where it was read from, for messages
+  std::string source;                     // where it was read from, for messages
+  std::string tool = "cclab sim --tune";  // what made it (cclab bench --tune: measured)
   CollectiveKind collective = CollectiveKind::kAllReduce;
   std::string topology;  // what it was tuned for (a description, not checked)
   int ranks = 0;
