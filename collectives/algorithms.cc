@@ -181,8 +181,12 @@ Algorithm choose_algorithm(const CollectiveShape& shape, std::size_t elem_bytes)
   // Until the topology-aware selector lands: one round of latency wins while
   // the (n-1)-fold traffic of a one-shot exchange is still small.
   const std::uint64_t bytes = shape.count * elem_bytes;
+  // Broadcast without pipelining: the chain (ring) moves the whole message
+  // n-1 times in a row, the binomial tree ceil(log2 n) times, scatter +
+  // all-gather (hd) about twice in all, in twice the tree's messages. As
+  // MPICH: the tree for small messages or fewer than 8 ranks, else hd.
   if (shape.kind == CollectiveKind::kBroadcast)
-    return bytes <= (64u << 10) ? Algorithm::kTree : Algorithm::kRing;
+    return bytes <= (64u << 10) || shape.ranks < 8 ? Algorithm::kTree : Algorithm::kHalvingDoubling;
   return bytes * (shape.ranks - 1) <= (64u << 10) ? Algorithm::kDirect : Algorithm::kRing;
 }
 

@@ -71,7 +71,7 @@ TuningBand parse_band(const json& b, CollectiveKind kind, const std::string& fie
 
 std::string builtin_rule(const CollectiveShape& shape) {
   if (shape.kind == CollectiveKind::kBroadcast)
-    return "built-in size rule: tree up to 64 KiB, else ring";
+    return "built-in size rule: tree up to 64 KiB or below 8 ranks, else hd";
   return "built-in size rule: direct while (ranks-1) x bytes is at most 64 KiB, else ring";
 }
 

@@ -256,8 +256,8 @@ TEST(Selector, ForcedChoiceWinsOverTheTable) {
   EXPECT_EQ(b.config.algo, Algorithm::kTree);
   EXPECT_EQ(
       b.reason,
-      "CCLAB_ALGO=direct does not implement broadcast; built-in size rule: tree up to 64 KiB, "
-      "else ring");
+      "CCLAB_ALGO=direct does not implement broadcast; built-in size rule: tree up to 64 KiB or "
+      "below 8 ranks, else hd");
 }
 
 TEST(Selector, TableChoosesByBandAndExplains) {

@@ -57,8 +57,8 @@ bool supports(CollectiveKind kind, Algorithm a);
 int default_group_size(int ranks);
 
 // The built-in size rule select_algorithm() falls back on without a tuning
-// table for the call: one-shot for small messages, ring otherwise (tree and
-// ring for broadcast). Never returns kAuto.
+// table for the call: one-shot for small messages, ring otherwise (broadcast:
+// binomial tree, then hd). Never returns kAuto.
 Algorithm choose_algorithm(const CollectiveShape& shape, std::size_t elem_bytes);
 
 // Validates the pair and builds the schedule; throws InvalidArgument naming the
