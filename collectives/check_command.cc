@@ -21,7 +21,7 @@ struct CheckArgs {
   std::string algos = "all";
   std::string ranks = "8";
   std::int64_t count = 1009;
-  int chunks = 1;
+  std::string chunks = "1";  // a comma list, as cclab sim and cclab bench take
   int group_size = 0;
   std::string inner = "ring";
   int root = 0;
@@ -45,8 +45,6 @@ std::pair<int, int> parse_range(const std::string& s) {
 void validate(const CheckArgs& a, int lo) {
   if (a.count < 0)
     throw InvalidArgument(fmt::format("--count: must be at least 0 (got {})", a.count));
-  if (a.chunks < 1)
-    throw InvalidArgument(fmt::format("--chunks: must be at least 1 (got {})", a.chunks));
   if (a.group_size < 0)
     throw InvalidArgument(
         fmt::format("--group-size: must be at least 0, 0 for the default (got {})", a.group_size));
@@ -97,6 +95,7 @@ int run_check(const CheckArgs& a) {
     throw InvalidArgument(fmt::format(
         "--inner: '{}' is not a cross-group algorithm (allowed: ring, tree, hd, direct)", a.inner));
   const auto count = static_cast<std::uint64_t>(a.count);
+  const auto chunk_counts = parse_chunk_list(a.chunks, "--chunks");
   int failures = 0, checked = 0;
   for (Algorithm algo : parse_algos(a.algos, kind)) {
     for (int n = lo; n <= hi; ++n) {
@@ -105,8 +104,9 @@ int run_check(const CheckArgs& a) {
                    algorithm_name(algo), n, a.group_size, n);
         continue;
       }
-      failures +=
-          check_both_ways(a, {kind, n, count, a.root}, {algo, a.chunks, a.group_size, inner});
+      for (int chunks : chunk_counts)
+        failures +=
+            check_both_ways(a, {kind, n, count, a.root}, {algo, chunks, a.group_size, inner});
       ++checked;
     }
   }
@@ -125,7 +125,7 @@ void add_check_command(CLI::App& app) {
   cmd->add_option("--algo", args->algos, "comma-separated algorithms or 'all'");
   cmd->add_option("--ranks", args->ranks, "rank count N or range LO-HI");
   cmd->add_option("--count", args->count, "elements per rank (see cclab bench for the meaning)");
-  cmd->add_option("--chunks", args->chunks, "pipeline chunks");
+  cmd->add_option("--chunks", args->chunks, "pipeline chunks; a comma list checks each (1,3)");
   cmd->add_option("--group-size", args->group_size, "hierarchical group size (0: default)");
   cmd->add_option("--inner", args->inner, "hierarchical inner algorithm");
   cmd->add_option("--root", args->root, "broadcast root");
