@@ -245,22 +245,6 @@ TEST_P(Plan, EmitsNoRedundantWait) {
   }
 }
 
-// Expected element i of rank r's output, into `out` (derivations in test_util.h).
-void expected(void* out, const CollectiveShape& s, int r, std::uint64_t i, DataType t,
-              ReduceOp op) {
-  switch (s.kind) {
-    case CollectiveKind::kAllReduce:
-      return test::reference_value(out, i, t, op, s.ranks);
-    case CollectiveKind::kReduceScatter:  // rank r keeps block r of the reduced input
-      return test::reference_value(out, s.count * r + i, t, op, s.ranks);
-    case CollectiveKind::kAllGather:  // block j is rank j's input
-      return test::store(out, 0, t,
-                         test::input_value(static_cast<int>(i / s.count), i % s.count, op));
-    case CollectiveKind::kBroadcast:
-      return test::store(out, 0, t, test::input_value(s.root, i, op));
-  }
-}
-
 // Runs the plan on host memory with a random stream interleaving; returns the
 // number of wrong output elements over all ranks.
 std::uint64_t run_on_host(const Schedule& schedule, const StreamPlan& plan, DataType t, ReduceOp op,
@@ -279,7 +263,7 @@ std::uint64_t run_on_host(const Schedule& schedule, const StreamPlan& plan, Data
     std::byte* out = test::host_address(buffers, schedule, {r, PlanBuffer::kOutput, 0}, es);
     if (op == ReduceOp::kAvg) finalize_avg(out, shape.output_count(), t, shape.ranks);
     for (std::uint64_t i = 0; i < shape.output_count(); ++i) {
-      expected(want.data(), shape, r, i, t, op);
+      test::expected_output(want.data(), shape, r, i, t, op);
       wrong += std::memcmp(out + i * es, want.data(), es) != 0;
     }
   }

@@ -38,18 +38,6 @@ std::string grid_name(const testing::TestParamInfo<GridParam>& p) {
                      p.param.ranks);
 }
 
-// Expected element i of a gather or broadcast output, written into `out`.
-void expected(void* out, const CollectiveShape& s, int, std::uint64_t i, DataType t, ReduceOp op) {
-  switch (s.kind) {
-    case CollectiveKind::kAllGather:
-      // Block j is rank j's input, whose element k was input_value(j, k).
-      return test::store(out, 0, t,
-                         test::input_value(static_cast<int>(i / s.count), i % s.count, op));
-    default:
-      return test::store(out, 0, t, test::input_value(s.root, i, op));
-  }
-}
-
 class Grid : public testing::TestWithParam<GridParam> {};
 
 TEST_P(Grid, MatchesSerialReference) {
@@ -98,7 +86,7 @@ TEST_P(Grid, MatchesSerialReference) {
             expect = ref.data() + (kind == CollectiveKind::kReduceScatter ? count * r * es : 0);
           else
             for (std::uint64_t i = 0; i < shape.output_count(); ++i)
-              expected(want.data() + i * es, shape, r, i, t, op);
+              test::expected_output(want.data() + i * es, shape, r, i, t, op);
           for (std::uint64_t i = 0; i < shape.output_count(); ++i) {
             if (std::memcmp(out.data() + i * es, expect + i * es, es) != 0 && wrong[r]++ == 0)
               first_error[r] = fmt::format("rank {} count {} {} {}: element {} differs", r, count,

@@ -11,6 +11,7 @@
 
 #include "cclab/collectives/algorithms.h"
 #include "cclab/collectives/half.h"
+#include "cclab/collectives/schedule.h"
 #include "cclab/collectives/types.h"
 
 namespace cclab::coll::test {
@@ -95,6 +96,22 @@ inline void reference_value(void* out, std::uint64_t i, DataType t, ReduceOp op,
       return store(out, 0, t, static_cast<double>(acc) / n);
     default:
       return store(out, 0, t, static_cast<double>(acc / n));
+  }
+}
+
+// Element i of rank r's output of the collective `s` over inputs from
+// fill_input, into `out`.
+inline void expected_output(void* out, const CollectiveShape& s, int r, std::uint64_t i, DataType t,
+                            ReduceOp op) {
+  switch (s.kind) {
+    case CollectiveKind::kAllReduce:
+      return reference_value(out, i, t, op, s.ranks);
+    case CollectiveKind::kReduceScatter:  // rank r keeps block r of the reduced input
+      return reference_value(out, s.count * r + i, t, op, s.ranks);
+    case CollectiveKind::kAllGather:  // block j is rank j's input
+      return store(out, 0, t, input_value(static_cast<int>(i / s.count), i % s.count, op));
+    case CollectiveKind::kBroadcast:
+      return store(out, 0, t, input_value(s.root, i, op));
   }
 }
 

@@ -44,7 +44,7 @@ struct SendSlot {
   SendSlot(std::int64_t i, int p) : id(i), peer(p) {}
 };
 
-struct PendingRecv {
+struct RecvSlot {
   std::int64_t id;
   Step step;
 };
@@ -54,7 +54,7 @@ struct Op : detail::CollectivePlan {
   std::byte* scratch = nullptr;
   std::size_t scratch_slot = 0;
   std::deque<SendSlot> sends;                           // in flight, in issue order
-  std::map<int, std::deque<PendingRecv>> recvs;         // per peer, in issue order
+  std::map<int, std::deque<RecvSlot>> recvs;            // per peer, in issue order
   std::deque<std::pair<int, SendDescriptor>> unposted;  // ring was full
   bool complete = false;
   std::exception_ptr error;

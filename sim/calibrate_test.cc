@@ -13,13 +13,13 @@
 #include "cclab/sim/simulator.h"
 #include "cclab/sim/topology.h"
 #include "cclab/sim/units.h"
+#include "test_util.h"
 
 namespace cclab::sim {
 namespace {
 
 using coll::Algorithm;
-
-double rel_err(double got, double want) { return std::abs(got - want) / std::abs(want); }
+using test::rel_err;
 
 // Every algorithm at 1 KiB .. 64 MiB (the whole buffer, as `cclab bench`
 // records it: for reduce-scatter and all-gather `ranks` blocks of bytes/ranks),

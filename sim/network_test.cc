@@ -9,9 +9,12 @@
 #include "cclab/sim/event_queue.h"
 #include "cclab/sim/routing.h"
 #include "cclab/sim/topology.h"
+#include "test_util.h"
 
 namespace cclab::sim {
 namespace {
+
+using test::rel_err;
 
 TEST(EventQueue, TimeOrderThenInsertionOrder) {
   EventQueue<int> q;
@@ -36,8 +39,6 @@ std::map<std::uint64_t, Time> drain(SimQueue& q, Network& net) {
   }
   return done;
 }
-
-double rel_err(double got, double want) { return std::abs(got - want) / std::abs(want); }
 
 TEST(Network, SingleFlowOverMultiHopPath) {
   // Fat tree, hosts on different leaves: host-leaf-spine-leaf-host, 4 links of

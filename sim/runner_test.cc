@@ -10,6 +10,7 @@
 #include "cclab/collectives/schedule.h"
 #include "cclab/sim/simulator.h"
 #include "cclab/sim/topology.h"
+#include "test_util.h"
 
 namespace cclab::sim {
 namespace {
@@ -17,6 +18,7 @@ namespace {
 using coll::Region;
 using coll::Step;
 using coll::StepKind;
+using test::rel_err;
 
 coll::Program play(std::vector<Step> steps) {
   for (const Step& s : steps) co_yield s;
@@ -53,8 +55,6 @@ Step recv(int peer, std::uint64_t count, std::int64_t dep = -1) {
   if (dep >= 0) s.deps[s.num_deps++] = dep;
   return s;
 }
-
-double rel_err(double got, double want) { return std::abs(got - want) / std::abs(want); }
 
 TEST(Runner, TransferStartsWhenBothSidesAreIssued) {
   // switch, lat 1us, B = 10e9 B/s; 2500 f32 = 1e4 B take 2us + 1us = 3us.

@@ -14,14 +14,14 @@
 #include "cclab/collectives/algorithms.h"
 #include "cclab/collectives/error.h"
 #include "cclab/sim/topology.h"
+#include "test_util.h"
 
 namespace cclab::sim {
 namespace {
 
 using coll::Algorithm;
 using coll::CollectiveKind;
-
-double rel_err(double got, double want) { return std::abs(got - want) / std::abs(want); }
+using test::rel_err;
 
 SimResult run(const std::string& spec, int ranks, std::uint64_t count, Algorithm algo,
               int chunks = 1) {

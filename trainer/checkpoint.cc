@@ -16,7 +16,7 @@ namespace cclab::train {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr char kMagic[8] = {'C', 'C', 'L', 'A', 'B', 'C', 'K', 'P'};
+constexpr char kCheckpointMagic[8] = {'C', 'C', 'L', 'A', 'B', 'C', 'K', 'P'};
 constexpr std::size_t kDigestBytes = 32;
 
 void put_u64(std::string& out, std::uint64_t v) {
@@ -73,7 +73,7 @@ std::string encode(const CheckpointState& s) {
                          {"optimizer_iterations", s.optimizer.iterations},
                          {"config", s.config}};
   const std::string m = meta.dump();
-  std::string out(kMagic, sizeof kMagic);
+  std::string out(kCheckpointMagic, sizeof kCheckpointMagic);
   put_u64(out, m.size());
   out += m;
   put_floats(out, s.weights);
@@ -111,16 +111,16 @@ CheckpointState read_checkpoint(const fs::path& file) {
   std::ifstream in(file, std::ios::binary);
   if (!in) throw IoError(fmt::format("checkpoint {}: cannot open", file.string()));
   const std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  if (bytes.size() < sizeof kMagic + 8 + kDigestBytes)
+  if (bytes.size() < sizeof kCheckpointMagic + 8 + kDigestBytes)
     throw IoError(fmt::format("checkpoint {}: truncated ({} bytes)", file.string(), bytes.size()));
-  if (std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
+  if (std::memcmp(bytes.data(), kCheckpointMagic, sizeof kCheckpointMagic) != 0)
     throw IoError(fmt::format("checkpoint {}: not a cclab checkpoint (bad magic)", file.string()));
   const std::size_t body = bytes.size() - kDigestBytes;
   const Digest want = sha256(std::as_bytes(std::span(bytes.data(), body)));
   if (std::memcmp(want.data(), bytes.data() + body, kDigestBytes) != 0)
     throw IoError(
         fmt::format("checkpoint {}: SHA-256 mismatch (corrupted or truncated)", file.string()));
-  Reader r{file, std::string_view(bytes).substr(0, body), sizeof kMagic};
+  Reader r{file, std::string_view(bytes).substr(0, body), sizeof kCheckpointMagic};
   CheckpointState s;
   try {
     const auto meta = nlohmann::json::parse(r.take(r.u64("metadata length"), "metadata"));

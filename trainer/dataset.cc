@@ -15,10 +15,9 @@ namespace cclab::train {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr char kMagic[8] = {'C', 'C', 'L', 'A', 'B', 'R', 'E', 'C'};
+constexpr char kRecordMagic[8] = {'C', 'C', 'L', 'A', 'B', 'R', 'E', 'C'};
 constexpr std::uint32_t kVersion = 1;
 constexpr std::size_t kHeaderBytes = 8 + 4 + 4 + 4 + 8;
-constexpr std::uint64_t kShuffleSeed = 0x5348;  // derive_seed purpose: "SH"
 
 struct RecordHeader {
   std::uint32_t dim = 0, classes = 0;
@@ -42,7 +41,7 @@ RecordHeader read_header(const fs::path& file, std::ifstream& in, std::uintmax_t
   if (!in.read(h, sizeof h))
     throw IoError(
         fmt::format("{}: too short for a record file header ({} bytes)", file.string(), bytes));
-  if (std::memcmp(h, kMagic, sizeof kMagic) != 0)
+  if (std::memcmp(h, kRecordMagic, sizeof kRecordMagic) != 0)
     throw IoError(fmt::format("{}: not a cclab record file (bad magic)", file.string()));
   if (const auto v = get<std::uint32_t>(h + 8); v != kVersion)
     throw IoError(
@@ -112,7 +111,7 @@ void shuffle(std::vector<std::int64_t>& v, Rng& rng) {
 
 void write_record_file(const fs::path& file, const Dataset& d) {
   std::string out;
-  out.append(kMagic, sizeof kMagic);
+  out.append(kRecordMagic, sizeof kRecordMagic);
   put(out, kVersion);
   put(out, static_cast<std::uint32_t>(d.dim));
   put(out, static_cast<std::uint32_t>(d.classes));
@@ -158,7 +157,7 @@ void make_dataset(const fs::path& dir, const GenerateOptions& o) {
         "{})",
         o.files, o.examples, o.dim, o.classes));
   fs::create_directories(dir);
-  Rng rng(derive_seed(o.seed, 0x4745, 0));  // "GE"
+  Rng rng(derive_seed(o.seed, kSeedGenerate, 0));
   std::vector<float> centres(static_cast<std::size_t>(o.classes) * o.dim);
   for (auto& c : centres) c = float(rng.normal());
   const Dataset train = generate(centres, o, o.examples, rng);
@@ -317,7 +316,7 @@ std::int64_t ShardedData::steps_per_epoch(int per_replica_batch) const {
 std::vector<std::int64_t> ShardedData::epoch_order(int epoch) const {
   std::vector<std::int64_t> order(static_cast<std::size_t>(data_.size()));
   std::iota(order.begin(), order.end(), 0);
-  Rng rng(derive_seed(seed_, kShuffleSeed, static_cast<std::uint64_t>(epoch)));
+  Rng rng(derive_seed(seed_, kSeedShuffle, static_cast<std::uint64_t>(epoch)));
   shuffle(order, rng);
   if (policy_ != ShardPolicy::kData) return order;
   // Every worker shuffled the same full stream; keep elements worker, worker+W, ...

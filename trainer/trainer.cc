@@ -11,6 +11,7 @@
 #include "cclab/collectives/error.h"
 #include "cclab/trainer/checkpoint.h"
 #include "cclab/trainer/model.h"
+#include "cclab/trainer/rng.h"
 #include "cclab/trainer/sha256.h"
 
 namespace cclab::train {
@@ -18,8 +19,6 @@ namespace fs = std::filesystem;
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr std::uint64_t kInitSeed = 0x494e;     // derive_seed purpose: "IN"
-constexpr std::uint64_t kShuffleSeed = 0x5348;  // as in dataset.cc: "SH"
 constexpr std::int64_t kEvalRows = 1024;
 
 // Where a run stands: optimizer steps done, and the epoch and batch to continue at.
@@ -107,7 +106,7 @@ CheckpointState snapshot(const Variables& vars, const Optimizer& opt, const Posi
                          const TrainConfig& c, const nlohmann::json& identity) {
   CheckpointState s;
   s.step = p.step, s.epoch = p.epoch, s.step_in_epoch = p.step_in_epoch;
-  s.shuffle_rng_state = derive_seed(c.seed, kShuffleSeed, std::uint64_t(p.epoch));
+  s.shuffle_rng_state = derive_seed(c.seed, kSeedShuffle, std::uint64_t(p.epoch));
   s.config = identity;
   s.weights.assign(vars.values().begin(), vars.values().end());
   s.optimizer = opt.state();
@@ -139,7 +138,7 @@ std::optional<Position> restore(coll::Communicator& comm, Variables& vars, Optim
         throw InvalidArgument(
             fmt::format("--backup-dir {}: cannot resume: {}", c.backup_dir.string(), why));
       if (s->weights.size() != vars.values().size() ||
-          s->shuffle_rng_state != derive_seed(c.seed, kShuffleSeed, std::uint64_t(s->epoch)))
+          s->shuffle_rng_state != derive_seed(c.seed, kSeedShuffle, std::uint64_t(s->epoch)))
         throw IoError(fmt::format("--backup-dir {}: backup at step {} does not fit this model",
                                   c.backup_dir.string(), s->step));
       head[0] = 1, head[1] = s->step, head[2] = s->epoch, head[3] = s->step_in_epoch;
@@ -230,7 +229,7 @@ void Job::build() {
   sizes.push_back(source.classes);
   {
     // Each replica draws its own initial values; the scope's broadcast makes them the chief's.
-    Rng init(derive_seed(c_.seed, kInitSeed, std::uint64_t(comm_.rank())));
+    Rng init(derive_seed(c_.seed, kSeedInit, std::uint64_t(comm_.rank())));
     auto scope = strategy_.scope();
     model_.emplace(scope, sizes, init);
     scope.close();

@@ -22,21 +22,6 @@
 
 namespace cclab::coll::test {
 
-// Expected element i of rank r's output (derivations in test_util.h).
-inline void expected_output(void* out, const CollectiveShape& s, int r, std::uint64_t i, DataType t,
-                            ReduceOp op) {
-  switch (s.kind) {
-    case CollectiveKind::kAllReduce:
-      return reference_value(out, i, t, op, s.ranks);
-    case CollectiveKind::kReduceScatter:  // rank r keeps block r of the reduced input
-      return reference_value(out, s.count * r + i, t, op, s.ranks);
-    case CollectiveKind::kAllGather:  // block j is rank j's input
-      return store(out, 0, t, input_value(static_cast<int>(i / s.count), i % s.count, op));
-    case CollectiveKind::kBroadcast:
-      return store(out, 0, t, input_value(s.root, i, op));
-  }
-}
-
 struct GpuCase {
   CollectiveKind kind = CollectiveKind::kAllReduce;
   AlgoConfig algo;

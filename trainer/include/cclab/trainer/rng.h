@@ -36,6 +36,11 @@ class Rng {
   std::uint64_t state_;
 };
 
+// The purposes derive_seed separates, two ASCII letters each.
+inline constexpr std::uint64_t kSeedShuffle = 0x5348;   // "SH": shuffle of an epoch
+inline constexpr std::uint64_t kSeedInit = 0x494e;      // "IN": a rank's initial weights
+inline constexpr std::uint64_t kSeedGenerate = 0x4745;  // "GE": a generated dataset
+
 // A seed for one purpose (e.g. "shuffle of epoch e") derived from the run seed.
 inline std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t purpose, std::uint64_t index) {
   Rng r(seed ^ (purpose * 0x9e3779b97f4a7c15ull));
