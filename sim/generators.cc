@@ -197,6 +197,10 @@ Topology make_torus(SpecArgs& a, int dims) {
         if (links(y, j)) t.add_duplex(id(i, j, k), id(i, (j + 1) % y, k), bw, lat);
         if (links(z, k)) t.add_duplex(id(i, j, k), id(i, j, (k + 1) % z), bw, lat);
       }
+  // A row: its x endpoints are consecutive ranks joined by a ring of direct
+  // links, so hier's groups run their rings there and the inner all-reduce
+  // along the other dimensions (the 2-D torus all-reduce).
+  t.group_size_hint = static_cast<int>(x);
   return t;
 }
 
@@ -246,6 +250,7 @@ Topology make_fat_tree(SpecArgs& a) {
       for (NodeId s : spine_ids) t.add_duplex(leaf, s, uplink, lat);
     }
   }
+  t.group_size_hint = static_cast<int>(per_leaf);  // a leaf's hosts: consecutive ranks
   return t;
 }
 

@@ -268,6 +268,52 @@ TEST(Simulator, RingsSpreadTheTrafficBetweenNodesOverEveryNic) {
   }
 }
 
+// The generators' group hint puts hier's groups where its phases stay local.
+// Torus 4x8: groups are the rows (hint x = 4), whose ring of direct links
+// carries the intra-group reduce-scatter and all-gather, while the inner ring
+// all-reduce runs down a column: every message crosses one link, so the links
+// carry exactly what the ranks send, n S (2(g-1)/g + 2(G-1)/(gG)) with G = n/g
+// groups. Groups of two rows (the default, 8 of 32 ranks) send part of the
+// row ring's traffic two hops.
+TEST(Simulator, HierGroupsFollowTheTopologysHint) {
+  const double bytes = 4.0 * 32 * 1024;
+  const auto hier = [&](const Topology& t, int n, int g) {
+    const std::uint64_t count = static_cast<std::uint64_t>(bytes / 4);
+    return simulate(t,
+                    *coll::make_schedule({CollectiveKind::kAllReduce, n, count, 0},
+                                         {Algorithm::kHierarchical, 1, g}),
+                    {4, nullptr});
+  };
+  const auto sum = [](const std::vector<double>& v) {
+    double total = 0;
+    for (double x : v) total += x;
+    return total;
+  };
+  const Topology torus = generate_topology("torus2d:x=4,y=8");
+  ASSERT_EQ(torus.group_size_hint, 4);
+  const double n = 32, g = 4, groups = n / g;
+  const double sent = n * bytes * (2 * (g - 1) / g + 2 * (groups - 1) / (g * groups));
+  EXPECT_LT(rel_err(sum(hier(torus, 32, 4).link_bytes), sent), 1e-9);
+  EXPECT_GT(sum(hier(torus, 32, 8).link_bytes), 1.1 * sent);
+
+  // Fat tree, 2 leaves of 16 hosts: groups are the leaves (hint 16), so only
+  // the inner all-reduce between the two groups leaves a leaf: each rank sends
+  // both halves of its shard (S/g) to its peer on the other leaf, n S/g up in
+  // all. Groups of 8 (the default) run a 4-group ring, its shard S/8 sent in 6
+  // quarters, half of them across the spine: 3/2 that.
+  const Topology tree = generate_topology("fat-tree:hosts=32,leaves=2,spines=1");
+  ASSERT_EQ(tree.group_size_hint, 16);
+  const auto uplink_bytes = [&](const SimResult& r) {
+    double total = 0;
+    for (std::size_t l = 0; l < r.link_bytes.size(); ++l)
+      if (tree.link_name(static_cast<LinkId>(l)).find("->spine") != std::string::npos)
+        total += r.link_bytes[l];
+    return total;
+  };
+  EXPECT_LT(rel_err(uplink_bytes(hier(tree, 32, 16)), n * bytes / 16), 1e-9);
+  EXPECT_LT(rel_err(uplink_bytes(hier(tree, 32, 8)), 1.5 * n * bytes / 16), 1e-9);
+}
+
 TEST(Simulator, LinkBytesAndBottleneck) {
   // Ring of 4 on a switch, S = 16000 B: each rank's uplink carries 2(n-1)
   // messages of S/n bytes = 6 * 4000 = 24000 B, and so does each downlink.

@@ -84,8 +84,9 @@ class Topology {
   // "gpu3->nvsw0" for reports.
   std::string link_name(LinkId id) const;
 
-  // Ranks per fast domain (e.g. GPUs per node), a hint for the hierarchical
-  // algorithm; 0 when the topology has none.
+  // Ranks per group for the algorithms that take one (hier, rings): a fast or
+  // natural domain of consecutive ranks (the GPUs of a node, the hosts of a
+  // leaf switch, a torus's row); 0 when the topology has none.
   int group_size_hint = 0;
   Corrections corrections;  // none by default
   std::string description;  // the spec or file it came from
