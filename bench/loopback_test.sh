@@ -375,16 +375,16 @@ case $mode in
       for place in "" --inplace; do
         echo "== $coll $place"
         out=$(mktemp)
-        # --group-size 2 at 4 ranks: rings runs two rings (on one host the
-        # default, a group of all ranks, makes it the ring).
+        # --group-size 2 at 4 ranks: rings runs two rings, hier two groups
+        # (on one host the default, a group of all ranks, makes each the ring).
         timeout 120 "$cclab" launch -n "$n" -- "$cclab" "${bench_args[@]}" --coll "$coll" \
           --root $((n - 1)) --algo all $place $( ((n % 2 == 0)) && echo --group-size 2) \
           >"$out" 2>&1 || { cat "$out"; echo "FAIL: $coll $place"; exit 1; }
         fail=0
         expect_checked_table "$out" "$n"
-        # Every algorithm at 1K, 8K and 64K: ring, hd, direct and rings
+        # Every algorithm at 1K, 8K and 64K: ring, hd, direct, rings and hier
         # (reduce-scatter, all-gather); ring, tree, hd and rings (broadcast).
-        algos=4
+        algos=$([[ $coll == broadcast ]] && echo 4 || echo 5)
         rows=$(grep -Ec "^\[0\] +[0-9]+ +[0-9]+ +f32 +(sum|none) +[a-z]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +0 " "$out" || true)
         cat "$out"
         rm -f "$out"

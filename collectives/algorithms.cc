@@ -58,6 +58,13 @@ void validate(const CollectiveShape& s, const AlgoConfig& c) {
        c.inner == Algorithm::kAuto))
     throw InvalidArgument(fmt::format(
         "inner: '{}' is not allowed (allowed: ring, tree, hd, direct)", algorithm_name(c.inner)));
+  const bool blocks =
+      s.kind == CollectiveKind::kReduceScatter || s.kind == CollectiveKind::kAllGather;
+  if (c.algo == Algorithm::kHierarchical && blocks && c.inner != Algorithm::kRing)
+    throw InvalidArgument(
+        fmt::format("inner: '{}' is not allowed for {} (allowed: ring; hier's {} "
+                    "runs rings in both phases)",
+                    algorithm_name(c.inner), collective_name(s.kind), collective_name(s.kind)));
 }
 
 std::unique_ptr<Schedule> all_reduce(const CollectiveShape& s, const AlgoConfig& c) {
@@ -157,7 +164,8 @@ std::vector<Algorithm> algorithms_for(CollectiveKind kind) {
       return {std::begin(kAllAlgorithms), std::end(kAllAlgorithms)};
     case CollectiveKind::kReduceScatter:
     case CollectiveKind::kAllGather:
-      return {Algorithm::kRing, Algorithm::kHalvingDoubling, Algorithm::kDirect, Algorithm::kRings};
+      return {Algorithm::kRing, Algorithm::kHalvingDoubling, Algorithm::kDirect, Algorithm::kRings,
+              Algorithm::kHierarchical};
     case CollectiveKind::kBroadcast:
       return {Algorithm::kRing, Algorithm::kTree, Algorithm::kHalvingDoubling, Algorithm::kRings};
   }
@@ -203,10 +211,10 @@ std::unique_ptr<Schedule> make_schedule(const CollectiveShape& shape, const Algo
   const auto count = shape.count;
   const std::string suffix = chunks > 1 ? fmt::format("(chunks={})", chunks) : "";
   const int g = c.group_size > 0 ? c.group_size : default_group_size(n);
-  const std::string name =
-      c.algo == Algorithm::kRings
-          ? fmt::format("rings(g={}{})", g, chunks > 1 ? fmt::format(",chunks={}", chunks) : "")
-          : std::string(algorithm_name(c.algo)) + suffix;
+  const std::string name = uses_groups(c.algo)
+                               ? fmt::format("{}(g={}{})", algorithm_name(c.algo), g,
+                                             chunks > 1 ? fmt::format(",chunks={}", chunks) : "")
+                               : std::string(algorithm_name(c.algo)) + suffix;
   const Algorithm a = c.algo;
   const bool into_output = c.disjoint_output;
   const std::uint64_t rs_scratch = a == Algorithm::kDirect ? (into_output ? 0 : count) : count * n;
@@ -218,6 +226,7 @@ std::unique_ptr<Schedule> make_schedule(const CollectiveShape& shape, const Algo
         if (a == Algorithm::kRing) return ring_reduce_scatter_coll(n, r, count, chunks);
         if (a == Algorithm::kHalvingDoubling) return hd_reduce_scatter(n, r, count, chunks);
         if (a == Algorithm::kRings) return rings_reduce_scatter(n, r, count, chunks, g);
+        if (a == Algorithm::kHierarchical) return hier_reduce_scatter(n, r, count, chunks, g);
         return direct_reduce_scatter(n, r, count, chunks, into_output);
       });
     case CollectiveKind::kAllGather:
@@ -225,6 +234,7 @@ std::unique_ptr<Schedule> make_schedule(const CollectiveShape& shape, const Algo
         if (a == Algorithm::kRing) return ring_all_gather_coll(n, r, count, chunks);
         if (a == Algorithm::kHalvingDoubling) return hd_all_gather(n, r, count, chunks);
         if (a == Algorithm::kRings) return rings_all_gather(n, r, count, chunks, g);
+        if (a == Algorithm::kHierarchical) return hier_all_gather(n, r, count, chunks, g);
         return direct_all_gather(n, r, count, chunks);
       });
     case CollectiveKind::kBroadcast:

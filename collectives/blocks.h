@@ -119,6 +119,9 @@ Program hd_reduce_scatter(int n, int me, std::uint64_t count, int chunks);  // s
 Program rings_reduce_scatter(int n, int me, std::uint64_t count, int chunks,
                              int group_size);  // scratch: n*count
 Program rings_all_gather(int n, int me, std::uint64_t count, int chunks, int group_size);
+Program hier_reduce_scatter(int n, int me, std::uint64_t count, int chunks,
+                            int group_size);  // scratch: n*count
+Program hier_all_gather(int n, int me, std::uint64_t count, int chunks, int group_size);
 Program hd_all_gather(int n, int me, std::uint64_t count, int chunks);
 Program hd_broadcast(int n, int me, int root, std::uint64_t count, int chunks);
 Program chain_broadcast(int n, int me, int root, std::uint64_t count, int chunks);

@@ -69,6 +69,17 @@ TEST(Checker, HierarchicalWithEveryInnerAndGroupSize) {
   }
 }
 
+TEST(Checker, HierarchicalReduceScatterAndAllGatherWithEveryGroupSize) {
+  for (auto kind : {CollectiveKind::kReduceScatter, CollectiveKind::kAllGather})
+    for (int n : {1, 2, 4, 6, 8, 9, 12, 16, 18})
+      for (int g = 1; g <= n; ++g) {
+        if (n % g) continue;
+        for (std::uint64_t count : {0, 1, 7, 37})
+          for (int chunks : {1, 3})
+            expect_proved({kind, n, count}, {Algorithm::kHierarchical, chunks, g});
+      }
+}
+
 TEST(Checker, LargeRing) {
   const auto s = make_schedule({CollectiveKind::kAllReduce, 1024, 4096}, {Algorithm::kRing, 1});
   const CheckResult r = check_schedule(*s);

@@ -26,6 +26,16 @@
 // Broadcast: part c of the vector goes down a chain along ring c from the
 // root (chain_broadcast's pipeline, g of them side by side), so a node's
 // bytes arrive through g NICs: ideally (n - 2 + C)(a + S/(gCB)) with C chunks.
+//
+// Two-level reduce-scatter and all-gather (`hier`), for G = n/g groups of g:
+// rank r = k g + l owns block r. Reduce-scatter first runs, inside each group,
+// G rings side by side, ring c over the g blocks c g .. c g + g - 1, so local
+// rank l ends with blocks c g + l (every c) summed over its group; then a ring
+// between groups along rail l (the ranks with local rank l) reduces those G
+// blocks, each rank keeping its own. All-gather is the mirror image: the ring
+// along the rail first, then the G rings inside the group. Traffic between
+// groups is (G-1) blocks per rank, as the rings', in G-1 steps instead of n-1:
+// (g-1)(a_in + G S/(n B_in)) + (G-1)(a_out + S/(n B_out)) for S = n blocks.
 #include <algorithm>
 #include <tuple>
 #include <vector>
@@ -151,6 +161,24 @@ struct RailRings {
   }
 };
 
+// Rings over whole rank blocks (hier's reduce-scatter and all-gather): `rings`
+// rings of the same n positions, position p being rank ranks(p) in each; ring
+// c's shard at position q is block base + c ring_stride + q pos_stride.
+struct BlockRings {
+  int n = 1, rings = 1;
+  RankMap ranks;
+  std::uint64_t count = 0;  // elements per block
+  int base = 0, ring_stride = 0, pos_stride = 1;
+
+  int rank_at(int, int p) const { return ranks(mod(p, n)); }
+  int position(int, int rank) const { return (rank - ranks.base) / ranks.stride; }
+  Region piece(int c, int q, int k, int chunks, BufferId buffer) const {
+    const auto block = static_cast<std::uint64_t>(base + c * ring_stride + mod(q, n) * pos_stride);
+    const Partition cp{count, std::uint64_t(chunks)};
+    return {buffer, block * count + cp.offset(k), cp.size(k)};
+  }
+};
+
 // Where a rings_* phase reads and writes: the reduce-scatter's own
 // contributions, partial sums and (for its last step) results; the
 // all-gather's vector.
@@ -163,7 +191,8 @@ struct RingsBuffers {
 // n-1 steps of every ring, step s of all before any step s+1 (so they run
 // together). Reduce-scatter: position p sends shard p-s-1 and adds shard
 // p-s-2 into `work`; all-gather: sends shard p-s, receives p-s-1.
-Program rings_phase(RailRings r, int me, int chunks, bool reduce, RingsBuffers b, Emitter& e) {
+template <class Rings>
+Program rings_phase(Rings r, int me, int chunks, bool reduce, RingsBuffers b, Emitter& e) {
   const std::size_t width = static_cast<std::size_t>(r.rings) * static_cast<std::size_t>(chunks);
   // Per ring and chunk: the receive that last filled what is sent next.
   std::vector<std::int64_t> prev(width, -1), cur(width, -1);
@@ -301,6 +330,46 @@ Program ring_all_gather_coll(int n, int me, std::uint64_t count, int chunks) {
     co_yield e.copy({BufferId::kInput, 0, count}, {BufferId::kOutput, shards.offset(me), count});
   CCLAB_YIELD_ALL(
       remap(ring_all_gather({n, me, {}, shards, {BufferId::kOutput, 0}, chunks}), {}, {}, e));
+}
+
+Program hier_reduce_scatter(int n, int me, std::uint64_t count, int chunks, int group_size) {
+  Emitter e("reduce-scatter");
+  const int g = group_size, groups = n / g, group = me / g, l = me % g;
+  if (n == 1) {
+    if (count > 0) co_yield e.copy({BufferId::kInput, 0, count}, {BufferId::kOutput, 0, count});
+    co_return;
+  }
+  if (g > 1) {  // partial sums in scratch, laid out as the input
+    RingsBuffers b;
+    b.work = BufferId::kScratch;
+    b.result_in_output_block = groups == 1;
+    CCLAB_YIELD_ALL(
+        rings_phase(BlockRings{g, groups, {group * g, 1}, count, 0, g, 1}, me, chunks, true, b, e));
+  }
+  if (groups > 1) {
+    if (g > 1) co_yield e.fence();
+    RingsBuffers b;  // in place on the group's sums (or on the input if g = 1)
+    b.input = g > 1 ? BufferId::kScratch : BufferId::kInput;
+    b.work = BufferId::kScratch;
+    b.result_in_output_block = true;
+    CCLAB_YIELD_ALL(
+        rings_phase(BlockRings{groups, 1, {l, g}, count, l, 0, g}, me, chunks, true, b, e));
+  }
+}
+
+Program hier_all_gather(int n, int me, std::uint64_t count, int chunks, int group_size) {
+  Emitter e("all-gather");
+  const int g = group_size, groups = n / g, group = me / g, l = me % g;
+  if (count > 0)
+    co_yield e.copy({BufferId::kInput, 0, count},
+                    {BufferId::kOutput, static_cast<std::uint64_t>(me) * count, count});
+  if (groups > 1)
+    CCLAB_YIELD_ALL(
+        rings_phase(BlockRings{groups, 1, {l, g}, count, l, 0, g}, me, chunks, false, {}, e));
+  if (g > 1 && groups > 1) co_yield e.fence();
+  if (g > 1)
+    CCLAB_YIELD_ALL(rings_phase(BlockRings{g, groups, {group * g, 1}, count, 0, g, 1}, me, chunks,
+                                false, {}, e));
 }
 
 }  // namespace cclab::coll::detail

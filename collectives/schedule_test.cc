@@ -128,6 +128,12 @@ TEST(MakeSchedule, RejectsBadArgumentsNamingTheField) {
               make_schedule({CollectiveKind::kBroadcast, 4, 10}, {Algorithm::kDirect});
             }).find("algo"),
             std::string::npos);
+  EXPECT_EQ(msg([] {
+              make_schedule({CollectiveKind::kReduceScatter, 4, 10},
+                            {Algorithm::kHierarchical, 1, 2, Algorithm::kTree});
+            }),
+            "inner: 'tree' is not allowed for reducescatter (allowed: ring; hier's reducescatter "
+            "runs rings in both phases)");
   EXPECT_NE(msg([] { parse_algorithm("rign"); }).find("rign"), std::string::npos);
   EXPECT_NE(msg([] { parse_dtype("f8"); }).find("allowed"), std::string::npos);
 }

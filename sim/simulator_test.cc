@@ -314,6 +314,43 @@ TEST(Simulator, HierGroupsFollowTheTopologysHint) {
   EXPECT_LT(rel_err(uplink_bytes(hier(tree, 32, 8)), 1.5 * n * bytes / 16), 1e-9);
 }
 
+// hier reduce-scatter and all-gather on nodes:nodes=4,gpus=4 (G = 4 groups of
+// g = 4, blocks of b bytes): each GPU's NIC carries its rail ring's G-1 blocks,
+// (G-1) b, as the rings spread it, and NVLink the G rings inside its node, (g-1)
+// G b out of each GPU. The plain ring crosses nodes from local rank 3 alone.
+// In steps between nodes: G-1 = 3 against the ring's n-1 = 15, so at 64 KiB
+// a block it is ahead of both ring and rings.
+TEST(Simulator, HierReduceScatterAndAllGatherCrossNodesOnEveryRail) {
+  const Topology t = generate_topology("nodes:nodes=4,gpus=4");
+  const int n = 16, g = 4, groups = 4;
+  const std::uint64_t count = 16384;  // elements per rank's block
+  const double block = 4.0 * count;
+  const auto bytes_on = [&](const SimResult& r, const char* from, const char* to) {
+    std::vector<double> out;
+    for (std::size_t l = 0; l < r.link_bytes.size(); ++l) {
+      const std::string name = t.link_name(static_cast<LinkId>(l));
+      const auto arrow = name.find("->");
+      if (name.substr(0, arrow).find(from) != std::string::npos &&
+          name.substr(arrow).find(to) != std::string::npos)
+        out.push_back(r.link_bytes[l]);
+    }
+    return out;
+  };
+  for (auto kind : {CollectiveKind::kReduceScatter, CollectiveKind::kAllGather}) {
+    const auto sim = [&](Algorithm a) {
+      return simulate(t, *coll::make_schedule({kind, n, count, 0}, {a, 1, g}), {4, nullptr});
+    };
+    const SimResult hier = sim(Algorithm::kHierarchical);
+    const auto nics = bytes_on(hier, ".gpu", ".nic"), nvlinks = bytes_on(hier, ".gpu", ".nvsw");
+    ASSERT_EQ(nics.size(), 16u);
+    ASSERT_EQ(nvlinks.size(), 16u);
+    for (double b : nics) EXPECT_LT(rel_err(b, (groups - 1) * block), 1e-12);
+    for (double b : nvlinks) EXPECT_LT(rel_err(b, (g - 1) * groups * block), 1e-12);
+    EXPECT_LT(hier.total, sim(Algorithm::kRings).total);
+    EXPECT_LT(hier.total, sim(Algorithm::kRing).total);
+  }
+}
+
 TEST(Simulator, LinkBytesAndBottleneck) {
   // Ring of 4 on a switch, S = 16000 B: each rank's uplink carries 2(n-1)
   // messages of S/n bytes = 6 * 4000 = 24000 B, and so does each downlink.

@@ -19,7 +19,8 @@ enum class Algorithm : std::uint8_t {
   kTree,             // double binary tree all-reduce; binomial-tree broadcast
   kHalvingDoubling,  // Rabenseifner: recursive halving + recursive doubling; their halves for
                      // reduce-scatter / all-gather; scatter + doubling broadcast
-  kHierarchical,     // two-level: intra-group reduce-scatter, inner all-reduce, all-gather
+  kHierarchical,     // two-level: intra-group reduce-scatter, inner all-reduce, all-gather;
+                     // reduce-scatter / all-gather: rings inside groups, then along rails
   kDirect,           // one-shot: every rank reads every peer's data
   kRings,            // rail-rotated rings: one ring per local rank of a group (NCCL's channels);
                      // broadcast: a chain along each
