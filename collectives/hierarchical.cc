@@ -9,7 +9,8 @@
 // Phases are composed from the other algorithms' programs, not rewritten, and
 // separated by fences. Cost: the inner algorithm's on S/g bytes between groups
 // plus 2 (g-1)(a_in + S/(g B_in)) inside groups: the slow links carry 1/g of
-// the data.
+// the data. hier's reduce-scatter and all-gather are rings in both phases and
+// live with the other rings in ring.cc.
 #include "blocks.h"
 #include "cclab/collectives/algorithms.h"
 
