@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -22,6 +24,23 @@ namespace {
 using coll::Algorithm;
 using coll::CollectiveKind;
 using test::rel_err;
+
+// Bytes on each link whose name runs from a node matching `from` to one
+// matching `to` ("n0.gpu3->n0.nic3": from ".gpu" to ".nic"), in link order.
+std::vector<double> bytes_between(const Topology& t, const SimResult& r, std::string_view from,
+                                  std::string_view to) {
+  std::vector<double> out;
+  for (std::size_t l = 0; l < r.link_bytes.size(); ++l) {
+    const std::string name = t.link_name(static_cast<LinkId>(l));
+    const auto arrow = name.find("->");
+    if (name.substr(0, arrow).find(from) != std::string::npos &&
+        name.substr(arrow).find(to) != std::string::npos)
+      out.push_back(r.link_bytes[l]);
+  }
+  return out;
+}
+
+double total(const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0); }
 
 SimResult run(const std::string& spec, int ranks, std::uint64_t count, Algorithm algo,
               int chunks = 1) {
@@ -224,17 +243,7 @@ TEST(Simulator, RingsSpreadTheTrafficBetweenNodesOverEveryNic) {
   const Topology t = generate_topology("nodes:nodes=4,gpus=4");
   const int n = 16;
   const double bytes = 64.0 * (1 << 20);
-  auto up_to_nic = [&](const SimResult& r) {
-    std::vector<double> out;
-    for (std::size_t l = 0; l < r.link_bytes.size(); ++l) {
-      const std::string name = t.link_name(static_cast<LinkId>(l));
-      const auto arrow = name.find("->");  // "n0.gpu3->n0.nic3"
-      if (name.substr(0, arrow).find(".gpu") != std::string::npos &&
-          name.substr(arrow).find(".nic") != std::string::npos)
-        out.push_back(r.link_bytes[l]);
-    }
-    return out;
-  };
+  auto up_to_nic = [&](const SimResult& r) { return bytes_between(t, r, ".gpu", ".nic"); };
   for (auto kind : {CollectiveKind::kAllReduce, CollectiveKind::kReduceScatter,
                     CollectiveKind::kAllGather, CollectiveKind::kBroadcast}) {
     const bool whole = kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kBroadcast;
@@ -284,17 +293,12 @@ TEST(Simulator, HierGroupsFollowTheTopologysHint) {
                                          {Algorithm::kHierarchical, 1, g}),
                     {4, nullptr});
   };
-  const auto sum = [](const std::vector<double>& v) {
-    double total = 0;
-    for (double x : v) total += x;
-    return total;
-  };
   const Topology torus = generate_topology("torus2d:x=4,y=8");
   ASSERT_EQ(torus.group_size_hint, 4);
   const double n = 32, g = 4, groups = n / g;
   const double sent = n * bytes * (2 * (g - 1) / g + 2 * (groups - 1) / (g * groups));
-  EXPECT_LT(rel_err(sum(hier(torus, 32, 4).link_bytes), sent), 1e-9);
-  EXPECT_GT(sum(hier(torus, 32, 8).link_bytes), 1.1 * sent);
+  EXPECT_LT(rel_err(total(hier(torus, 32, 4).link_bytes), sent), 1e-9);
+  EXPECT_GT(total(hier(torus, 32, 8).link_bytes), 1.1 * sent);
 
   // Fat tree, 2 leaves of 16 hosts: groups are the leaves (hint 16), so only
   // the inner all-reduce between the two groups leaves a leaf: each rank sends
@@ -304,11 +308,7 @@ TEST(Simulator, HierGroupsFollowTheTopologysHint) {
   const Topology tree = generate_topology("fat-tree:hosts=32,leaves=2,spines=1");
   ASSERT_EQ(tree.group_size_hint, 16);
   const auto uplink_bytes = [&](const SimResult& r) {
-    double total = 0;
-    for (std::size_t l = 0; l < r.link_bytes.size(); ++l)
-      if (tree.link_name(static_cast<LinkId>(l)).find("->spine") != std::string::npos)
-        total += r.link_bytes[l];
-    return total;
+    return total(bytes_between(tree, r, "leaf", "spine"));
   };
   EXPECT_LT(rel_err(uplink_bytes(hier(tree, 32, 16)), n * bytes / 16), 1e-9);
   EXPECT_LT(rel_err(uplink_bytes(hier(tree, 32, 8)), 1.5 * n * bytes / 16), 1e-9);
@@ -325,23 +325,13 @@ TEST(Simulator, HierReduceScatterAndAllGatherCrossNodesOnEveryRail) {
   const int n = 16, g = 4, groups = 4;
   const std::uint64_t count = 16384;  // elements per rank's block
   const double block = 4.0 * count;
-  const auto bytes_on = [&](const SimResult& r, const char* from, const char* to) {
-    std::vector<double> out;
-    for (std::size_t l = 0; l < r.link_bytes.size(); ++l) {
-      const std::string name = t.link_name(static_cast<LinkId>(l));
-      const auto arrow = name.find("->");
-      if (name.substr(0, arrow).find(from) != std::string::npos &&
-          name.substr(arrow).find(to) != std::string::npos)
-        out.push_back(r.link_bytes[l]);
-    }
-    return out;
-  };
   for (auto kind : {CollectiveKind::kReduceScatter, CollectiveKind::kAllGather}) {
     const auto sim = [&](Algorithm a) {
       return simulate(t, *coll::make_schedule({kind, n, count, 0}, {a, 1, g}), {4, nullptr});
     };
     const SimResult hier = sim(Algorithm::kHierarchical);
-    const auto nics = bytes_on(hier, ".gpu", ".nic"), nvlinks = bytes_on(hier, ".gpu", ".nvsw");
+    const auto nics = bytes_between(t, hier, ".gpu", ".nic");
+    const auto nvlinks = bytes_between(t, hier, ".gpu", ".nvsw");
     ASSERT_EQ(nics.size(), 16u);
     ASSERT_EQ(nvlinks.size(), 16u);
     for (double b : nics) EXPECT_LT(rel_err(b, (groups - 1) * block), 1e-12);
