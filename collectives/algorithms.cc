@@ -186,16 +186,26 @@ int default_group_size(int ranks) {
 }
 
 Algorithm choose_algorithm(const CollectiveShape& shape, std::size_t elem_bytes) {
-  // Until the topology-aware selector lands: one round of latency wins while
-  // the (n-1)-fold traffic of a one-shot exchange is still small.
   const std::uint64_t bytes = shape.count * elem_bytes;
+  const int n = shape.ranks;
   // Broadcast without pipelining: the chain (ring) moves the whole message
   // n-1 times in a row, the binomial tree ceil(log2 n) times, scatter +
   // all-gather (hd) about twice in all, in twice the tree's messages. As
   // MPICH: the tree for small messages or fewer than 8 ranks, else hd.
   if (shape.kind == CollectiveKind::kBroadcast)
-    return bytes <= (64u << 10) || shape.ranks < 8 ? Algorithm::kTree : Algorithm::kHalvingDoubling;
-  return bytes * (shape.ranks - 1) <= (64u << 10) ? Algorithm::kDirect : Algorithm::kRing;
+    return bytes <= (64u << 10) || n < 8 ? Algorithm::kTree : Algorithm::kHalvingDoubling;
+  // One round while the (n-1)-fold traffic of the one-shot exchange is small
+  // (bytes: the whole buffer for all-reduce, a rank's block for the others)
+  // and its peers few: a rank reduces their pieces in rank order, so from 8
+  // ranks the n-1 sends to it wait in turn.
+  if (n < 8 && bytes * (n - 1) <= kDirectTrafficLimit) return Algorithm::kDirect;
+  // The ring's steps (2(n-1) or n-1) each move a block of S/n; while that is
+  // small they cost latency, which hd pays log2(n) times. Larger blocks go
+  // round the ring, which keeps to neighbour links: hd's exchanges at
+  // distance n/2 share links on tori, rings and oversubscribed trees.
+  const std::uint64_t block = shape.kind == CollectiveKind::kAllReduce ? bytes / n : bytes;
+  if (n >= 8 && block <= kHdBlockLimit) return Algorithm::kHalvingDoubling;
+  return Algorithm::kRing;
 }
 
 std::unique_ptr<Schedule> make_schedule(const CollectiveShape& shape, const AlgoConfig& config,

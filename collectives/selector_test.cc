@@ -307,11 +307,12 @@ TEST(Selector, TableForOtherCallsFallsBackToTheBuiltInRule) {
   EXPECT_EQ(other_ranks.config.algo, Algorithm::kRing);
   EXPECT_EQ(other_ranks.reason,
             "no tuning table for allreduce at 4 ranks (tables: allreduce at 8 ranks "
-            "('example.json')); built-in size rule: direct while (ranks-1) x bytes is at most 64 "
-            "KiB, else ring");
+            "('example.json')); built-in size rule: below 8 ranks direct while (ranks-1) x bytes "
+            "is at most 256 KiB, from 8 ranks hd while a rank's block is at most 32 KiB, else "
+            "ring");
   // An all-reduce table says nothing about all-gather at the same rank count.
   const Selection gather = select_algorithm({CollectiveKind::kAllGather, 8, 16, 0}, 4, {}, s);
-  EXPECT_EQ(gather.config.algo, Algorithm::kDirect);
+  EXPECT_EQ(gather.config.algo, Algorithm::kHalvingDoubling);
   EXPECT_NE(gather.reason.find("no tuning table for allgather at 8 ranks"), std::string::npos)
       << gather.reason;
   EXPECT_EQ(select_algorithm(kAllReduce8, 4, {}, SelectorSettings{}).config.algo,

@@ -81,17 +81,17 @@ TEST(Strategy, BucketAlgorithmsSayWhatEachBucketRuns) {
       MirroredStrategy s(comm, StrategyOptions{40000, config, true});
       auto scope = s.scope();
       scope.create_variable("small", 100);  // 400 bytes
-      scope.create_variable("big", 20000);  // 80000 bytes, first to fill a bucket
+      scope.create_variable("big", 80000);  // 320000 bytes, first to fill a bucket
       scope.close();
       const auto buckets = s.bucket_algorithms();
       ASSERT_EQ(buckets.size(), 2u);
-      EXPECT_EQ(buckets[0].first, 80000u);  // reverse creation order
+      EXPECT_EQ(buckets[0].first, 320000u);  // reverse creation order
       EXPECT_EQ(buckets[1].first, 400u);
       if (algo == coll::Algorithm::kTree) {
         for (const auto& b : buckets) EXPECT_EQ(b.second.reason, "requested by the caller");
         return;
       }
-      // (ranks - 1) x bytes: 80000 is over 64 KiB, 400 is under.
+      // (ranks - 1) x bytes: 320000 is over 256 KiB, 400 is under.
       EXPECT_EQ(buckets[0].second.config.algo, coll::Algorithm::kRing);
       EXPECT_EQ(buckets[1].second.config.algo, coll::Algorithm::kDirect);
       EXPECT_NE(buckets[0].second.reason.find("built-in size rule"), std::string::npos);

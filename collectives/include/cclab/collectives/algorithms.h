@@ -58,8 +58,12 @@ bool supports(CollectiveKind kind, Algorithm a);
 int default_group_size(int ranks);
 
 // The built-in size rule select_algorithm() falls back on without a tuning
-// table for the call: one-shot for small messages, ring otherwise (broadcast:
-// binomial tree, then hd). Never returns kAuto.
+// table for the call: below 8 ranks direct while (ranks-1) x bytes is at most
+// kDirectTrafficLimit; from 8 ranks hd while a rank's block (all-reduce:
+// bytes/ranks) is at most kHdBlockLimit; else ring (broadcast: binomial tree,
+// then hd). bytes = count x element size. Never returns kAuto.
+inline constexpr std::uint64_t kDirectTrafficLimit = 256u << 10;
+inline constexpr std::uint64_t kHdBlockLimit = 32u << 10;
 Algorithm choose_algorithm(const CollectiveShape& shape, std::size_t elem_bytes);
 
 // Validates the pair and builds the schedule; throws InvalidArgument naming the
