@@ -98,6 +98,10 @@ FlowId Network::start(std::span<const LinkId> links, Time latency, double bytes,
 }
 
 std::optional<std::uint64_t> Network::handle(const SimEvent& event) {
+  if (event.kind == EventKind::kReshare) {
+    reshare_deferred();
+    return std::nullopt;
+  }
   const Flow& f = flows_[event.a];
   if (!f.live || f.version != event.b) return std::nullopt;  // stale
   if (event.kind == EventKind::kFlowActive) {
@@ -118,38 +122,52 @@ void Network::activate(FlowId id) {
   f.active = true;
   ++active_;
   for (LinkId l : f.links()) links_[l].flows.push(id);
-  reshare_one(id);
+  defer_reshare(id);
 }
 
 std::uint64_t Network::finish(FlowId id) {
   Flow& f = flows_[id];
   const bool was_active = f.active;
-  seeds_.clear();
   for (LinkId l : f.links()) {
     LinkState& link = links_[l];
     link.bytes += f.bytes;
     if (!f.active) continue;
     link.flows.erase(id);
-    seeds_.insert(seeds_.end(), link.flows.begin(), link.flows.end());
+    for (FlowId other : link.flows) defer_reshare(other);
   }
   if (f.active) --active_;
   f.active = f.live = false;
   f.rate = 0;
   free_.push_back(id);
-  if (!seeds_.empty()) reshare(seeds_);
   if (trace_ && was_active) trace_links(f.links());
   return f.tag;
 }
 
-void Network::collect_component(const std::vector<FlowId>& seeds) {
+void Network::defer_reshare(FlowId seed) {
+  deferred_.push_back(seed);
+  if (reshare_queued_) return;
+  reshare_queued_ = true;
+  queue_.push(queue_.now(), SimEvent{EventKind::kReshare, 0, 0});
+}
+
+void Network::reshare_deferred() {
+  reshare_queued_ = false;
+  seeds_.swap(deferred_);
+  deferred_.clear();
+  // Stamps only grow: a seed stamped since `first` is in a component already
+  // reshared at this instant. A seed may have finished since it was deferred
+  // (or its id been reused by a flow not yet active).
+  const std::uint32_t first = stamp_ + 1;
+  for (FlowId s : seeds_)
+    if (flows_[s].active && flows_[s].stamp < first) reshare_component(s);
+}
+
+void Network::collect_component(FlowId seed) {
   ++stamp_;
   comp_flows_.clear();
   comp_links_.clear();
-  for (FlowId s : seeds)
-    if (flows_[s].stamp != stamp_) {
-      flows_[s].stamp = stamp_;
-      comp_flows_.push_back(s);
-    }
+  flows_[seed].stamp = stamp_;
+  comp_flows_.push_back(seed);
   for (std::size_t i = 0; i < comp_flows_.size(); ++i) {
     for (LinkId l : flows_[comp_flows_[i]].links()) {
       if (links_[l].stamp == stamp_) continue;
@@ -214,13 +232,8 @@ void Network::fill_progressively() {
   }
 }
 
-void Network::reshare_one(FlowId seed) {
-  seeds_.assign(1, seed);
-  reshare(seeds_);
-}
-
-void Network::reshare(const std::vector<FlowId>& seeds) {
-  collect_component(seeds);
+void Network::reshare_component(FlowId seed) {
+  collect_component(seed);
   const Time now = queue_.now();
   old_rate_.clear();
   for (FlowId id : comp_flows_) {

@@ -144,10 +144,9 @@ class Simulation {
     // Four stages, each reading only what the one before brought in: the
     // flow; its links and transfer; the transfer's two ranks; their frames.
     constexpr std::size_t kFar = 15, kMid = 10, kNear = 5, kFrames = 2;
-    if (const SimQueue::Event* e = queue_.peek(kFar); e && e->payload.kind != EventKind::kStepDone)
+    if (const SimQueue::Event* e = queue_.peek(kFar); e && names_flow(e->payload.kind))
       network_.prefetch_flow(e->payload);
-    if (const SimQueue::Event* e = queue_.peek(kMid);
-        e && e->payload.kind != EventKind::kStepDone) {
+    if (const SimQueue::Event* e = queue_.peek(kMid); e && names_flow(e->payload.kind)) {
       const std::uint64_t tag = network_.prefetch_links(e->payload);
       if (e->payload.kind == EventKind::kFlowDone && tag < transfers_.size())
         prefetch_line(&transfers_[tag]);

@@ -11,7 +11,11 @@
 // flows connected to it through shared links (its connected component); each
 // affected flow's remaining bytes are settled at the old rate before its new
 // completion time is scheduled. Stale completion events are recognised by a
-// per-flow version number and ignored.
+// per-flow version number and ignored. The rates are recomputed once per
+// instant, after every flow that activates or finishes then (a kReshare event
+// queued behind them), component by component: an all-to-all's n(n-1) flows
+// start at one instant, and recomputing the growing component at each of
+// them cost n^4.
 #pragma once
 
 #include <cstdint>
@@ -25,7 +29,11 @@
 
 namespace cclab::sim {
 
-enum class EventKind : std::uint8_t { kFlowActive, kFlowDone, kStepDone };
+enum class EventKind : std::uint8_t { kFlowActive, kFlowDone, kStepDone, kReshare };
+// The events that name a flow (SimEvent::a).
+inline bool names_flow(EventKind k) {
+  return k == EventKind::kFlowActive || k == EventKind::kFlowDone;
+}
 
 // One event of a simulation; `a` and `b` are interpreted by kind (a flow id
 // and its version; a rank and a step id).
@@ -84,8 +92,8 @@ class Network {
   // shorter route may be temporary: the flow keeps its own).
   FlowId start(std::span<const LinkId> links, Time latency, double bytes, std::uint64_t tag);
 
-  // Handles a kFlowActive or kFlowDone event; returns the tag of the flow that
-  // finished, if one did.
+  // Handles a kFlowActive, kFlowDone or kReshare event; returns the tag of the
+  // flow that finished, if one did.
   std::optional<std::uint64_t> handle(const SimEvent& event);
 
   // Prefetch hints for an event that comes soon: first its flow, later (once
@@ -136,11 +144,13 @@ class Network {
 
   void activate(FlowId id);
   std::uint64_t finish(FlowId id);
-  // Recomputes the rates of every flow connected to `seeds` and reschedules
-  // those whose rate changed.
-  void reshare(const std::vector<FlowId>& seeds);
-  void collect_component(const std::vector<FlowId>& seeds);
-  void reshare_one(FlowId seed);
+  // Marks `seed`'s component for the reshare at the end of this instant.
+  void defer_reshare(FlowId seed);
+  // Recomputes the rates of the components of the deferred seeds, one at a
+  // time, and reschedules the flows whose rate changed.
+  void reshare_deferred();
+  void reshare_component(FlowId seed);
+  void collect_component(FlowId seed);
   void fill_progressively();
   void schedule_done(FlowId id);
   void trace_links(std::span<const LinkId> links) const;
@@ -171,7 +181,10 @@ class Network {
   std::vector<LinkId> comp_links_;
   std::uint32_t stamp_ = 0;
   std::vector<double> old_rate_;
-  std::vector<FlowId> seeds_;
+  // Flows whose component changed at this instant, and whether the kReshare
+  // event that handles them is queued.
+  std::vector<FlowId> deferred_, seeds_;
+  bool reshare_queued_ = false;
   // Progressive filling: the links with unfrozen flows, and per link
   // residual / unfrozen (infinity when none is left).
   std::vector<LinkId> live_links_;
