@@ -121,8 +121,18 @@ void Network::activate(FlowId id) {
   }
   f.active = true;
   ++active_;
-  for (LinkId l : f.links()) links_[l].flows.push(id);
-  defer_reshare(id);
+  double alone_rate = std::numeric_limits<double>::infinity();
+  for (LinkId l : f.links()) {
+    links_[l].flows.push(id);
+    alone_rate = links_[l].flows.size() == 1 ? std::min(alone_rate, links_[l].bw_bps) : -1;
+  }
+  if (alone_rate <= 0) return defer_reshare(id);
+  // Alone on its links (the common case in large runs): its rate is theirs
+  // now, while its state is in cache; a flow joining it at this instant
+  // defers a reshare of both.
+  f.rate = alone_rate;
+  schedule_done(id);
+  if (trace_) trace_links(f.links());
 }
 
 std::uint64_t Network::finish(FlowId id) {
