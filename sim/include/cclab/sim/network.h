@@ -15,7 +15,9 @@
 // instant, after every flow that activates or finishes then (a kReshare event
 // queued behind them), component by component: an all-to-all's n(n-1) flows
 // start at one instant, and recomputing the growing component at each of
-// them cost n^4.
+// them cost n^4. A flow that activates alone on its links takes their
+// bandwidth at once (a later flow joining it at that instant defers a
+// recompute of both).
 #pragma once
 
 #include <cstdint>
