@@ -166,7 +166,13 @@ void Network::reshare_deferred() {
   deferred_.clear();
   // Stamps only grow: a seed stamped since `first` is in a component already
   // reshared at this instant. A seed may have finished since it was deferred
-  // (or its id been reused by a flow not yet active).
+  // (or its id been reused by a flow not yet active). Each seed takes at most
+  // one stamp; before they could wrap, every stamp starts again from 0.
+  if (stamp_ > std::numeric_limits<std::uint32_t>::max() - seeds_.size() - 1) {
+    for (Flow& f : flows_) f.stamp = 0;
+    for (LinkState& l : links_) l.stamp = 0;
+    stamp_ = 0;
+  }
   const std::uint32_t first = stamp_ + 1;
   for (FlowId s : seeds_)
     if (flows_[s].active && flows_[s].stamp < first) reshare_component(s);
