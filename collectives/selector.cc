@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cclab/collectives/algorithms.h"
 #include "cclab/collectives/error.h"
 
 namespace cclab::coll {
@@ -72,8 +73,10 @@ TuningBand parse_band(const json& b, CollectiveKind kind, const std::string& fie
 std::string builtin_rule(const CollectiveShape& shape) {
   if (shape.kind == CollectiveKind::kBroadcast)
     return "built-in size rule: tree up to 64 KiB or below 8 ranks, else hd";
-  return "built-in size rule: below 8 ranks direct while (ranks-1) x bytes is at most 256 KiB, "
-         "from 8 ranks hd while a rank's block is at most 32 KiB, else ring";
+  return fmt::format(
+      "built-in size rule: below 8 ranks direct while (ranks-1) x bytes is at most {}, from 8 "
+      "ranks hd while a rank's block is at most {}, else ring",
+      bytes_label(kDirectTrafficLimit), bytes_label(kHdBlockLimit));
 }
 
 // The band's predictions: its winner, then the fastest of up to three other

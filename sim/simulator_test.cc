@@ -235,14 +235,14 @@ TEST(Simulator, BuiltInBroadcastRuleIsNearTheFastestUnpipelined) {
 // 1.5x of the fastest from 4 to 32 ranks; the rule it replaced (direct up to
 // 64 KiB of traffic, else ring) was 5.6x behind hd at 32 ranks, 16 KiB
 // (ring's 62 latency-bound steps), and its direct 5x at 1 KiB (a rank takes
-// its peers' pieces in rank order, one sender at a time). Direct is simulated up to 1 MiB of
-// traffic: beyond, its (n-1) S/B alone exceeds the ring's whole time. Where hd's exchanges across
-// the network share links (a 2:1 fat tree, a torus), the rule keeps it to blocks of 32 KiB and is
-// at most 1.7x behind the ring.
+// its peers' pieces in rank order, one sender at a time). Direct is simulated
+// up to 1 MiB of traffic: beyond, its (n-1) S/B alone exceeds the ring's
+// whole time. Where hd's exchanges across the network share links (a 2:1 fat
+// tree, a torus), the rule keeps it to blocks of 32 KiB and is at most 1.7x
+// behind the ring.
 TEST(Simulator, BuiltInAllReduceRuleIsNearTheFastestUnpipelined) {
   const auto time = [](const std::string& spec, int n, std::uint64_t count, Algorithm a) {
-    const auto s = coll::make_schedule({CollectiveKind::kAllReduce, n, count, 0}, {a, 1, 0});
-    return time_to_us(simulate(generate_topology(spec), *s, {4, nullptr}).total);
+    return time_to_us(run(spec, n, count, a).total);
   };
   for (int n : {4, 8, 16, 32}) {
     const std::string spec = fmt::format("switch:n={},bw=100Gbps,lat=1us", n);
