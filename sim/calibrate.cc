@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cclab/collectives/error.h"
+#include "cclab/collectives/gloo.h"
 #include "cclab/collectives/selector.h"
 #include "cclab/collectives/types.h"
 #include "cclab/sim/simulator.h"
@@ -77,13 +78,15 @@ constexpr const char* kHuge = "1000000000TBps";  // 1e21 B/s: 128 MiB in 0.13 ps
 // simulated time in us with each parameter alone at 1 us or 1 MB/s.
 Eigen::MatrixXd coefficients(const Measurements& m) {
   const int n = m.ranks;
-  const Topology lat_only = generate_topology(fmt::format("switch:n={},bw={},lat=1us", n, kHuge));
+  const std::string eager = m.eager_bytes > 0 ? fmt::format(",eager={}", m.eager_bytes) : "";
+  const Topology lat_only =
+      generate_topology(fmt::format("switch:n={},bw={},lat=1us{}", n, kHuge, eager));
   // The fabric (cores x bw, see calibrate.h) scales with bw: still linear.
   const std::string fabric = m.cores > 0 ? fmt::format(",fabric={}MBps", m.cores) : "";
   const Topology bw_only =
-      generate_topology(fmt::format("switch:n={},bw=1MBps,lat=0{}", n, fabric));
+      generate_topology(fmt::format("switch:n={},bw=1MBps,lat=0{}{}", n, fabric, eager));
   const Topology reduce_only =
-      generate_topology(fmt::format("switch:n={},bw={},lat=0,reduce=1MBps", n, kHuge));
+      generate_topology(fmt::format("switch:n={},bw={},lat=0,reduce=1MBps{}", n, kHuge, eager));
   Eigen::MatrixXd a(static_cast<Eigen::Index>(m.rows.size()), 3);
   for (std::size_t i = 0; i < m.rows.size(); ++i) {
     const auto& r = m.rows[i];
@@ -147,6 +150,12 @@ Measurements parse_bench_record(const std::string& json_text, const std::string&
     bad(source, "config.root", fmt::format("{} is not one of the {} ranks", m.root, m.ranks));
   if (const auto machine = doc.find("machine"); machine != doc.end() && machine->is_object())
     m.cores = machine->value("cores", 0);
+  if (m.backend == "gloo") {  // null: the executor's default
+    const auto eager = config->find("eager_bytes");
+    m.eager_bytes = eager == config->end() || eager->is_null()
+                        ? coll::kGlooDefaultEagerBytes
+                        : get<std::uint64_t>(*config, "eager_bytes", "config.eager_bytes", source);
+  }
   const auto rows = doc.find("rows");
   if (rows == doc.end() || !rows->is_array()) bad(source, "rows", "missing array");
   for (std::size_t i = 0; i < rows->size(); ++i) {
@@ -192,6 +201,7 @@ LinkFit fit_switch(const Measurements& m) {
   fit.bw_Bps = 1e6 / x(1);  // x(1) in units of (1 MB/s)^-1
   fit.reduce_Bps = x(2) > 0 ? 1e6 / x(2) : 0;
   fit.fabric_Bps = m.cores > 0 ? m.cores * fit.bw_Bps : 0;
+  fit.eager_bytes = m.eager_bytes;
   return fit;
 }
 
@@ -200,11 +210,13 @@ std::string switch_spec(const LinkFit& fit, int ranks) {
                                  fit.lat_us * 1e6);
   if (fit.reduce_Bps > 0) spec += fmt::format(",reduce={:.3f}MBps", fit.reduce_Bps / 1e6);
   if (fit.fabric_Bps > 0) spec += fmt::format(",fabric={:.3f}MBps", fit.fabric_Bps / 1e6);
+  if (fit.eager_bytes > 0) spec += fmt::format(",eager={}", fit.eager_bytes);
   return spec;
 }
 
 std::vector<Comparison> predict_rows(const Measurements& m, const std::string& spec) {
-  const Topology t = generate_topology(spec);
+  Topology t = generate_topology(spec);
+  t.eager_bytes = m.eager_bytes;  // the record's own protocol, whatever the spec's
   std::vector<Comparison> out;
   for (const auto& r : m.rows) out.push_back({r, time_to_us(simulate_row(m, r, t).total)});
   return out;

@@ -36,7 +36,9 @@
 // Every generator also takes reduce=<bandwidth>: the endpoints' reduction rate
 // (default: free), and latf=, bwf= size-dependent latency and bandwidth
 // factors as from:factor bands, e.g. bwf=0:0.5/64K:0.9 (see Corrections in
-// topology.h; default: none). Defaults: bw=100Gbps, lat=1us.
+// topology.h; default: none), and eager=<bytes>: messages up to that size go
+// without waiting for their receive (default 0: none; see simulator.h).
+// Defaults: bw=100Gbps, lat=1us.
 #include <charconv>
 #include <map>
 #include <string>
@@ -93,8 +95,8 @@ class SpecArgs {
   void finish(std::string_view allowed) const {
     for (const auto& [key, value] : values_)
       if (!used_.contains(key))
-        throw InvalidArgument(fmt::format("topology {}: unknown key '{}' (allowed: {}, latf, bwf)",
-                                          name_, key, allowed));
+        throw InvalidArgument(fmt::format(
+            "topology {}: unknown key '{}' (allowed: {}, latf, bwf, eager)", name_, key, allowed));
   }
   // The size-dependent correction factors every generator takes.
   Corrections corrections() {
@@ -102,6 +104,9 @@ class SpecArgs {
     if (has("latf")) c.latency = parse_factor_bands(required("latf"), field("latf"));
     if (has("bwf")) c.bandwidth = parse_factor_bands(required("bwf"), field("bwf"));
     return c;
+  }
+  std::uint64_t eager_bytes() {
+    return has("eager") ? parse_bytes(required("eager"), field("eager")) : 0;
   }
   std::string field(const std::string& key) const {
     return fmt::format("topology {}: {}", name_, key);
@@ -288,6 +293,7 @@ Topology generate_topology(std::string_view spec) {
   const std::string name(spec.substr(0, colon));
   SpecArgs args(name, colon == std::string_view::npos ? "" : spec.substr(colon + 1));
   const Corrections corrections = args.corrections();
+  const std::uint64_t eager_bytes = args.eager_bytes();
   Topology t;
   if (name == "switch")
     t = make_switch(args);
@@ -308,6 +314,7 @@ Topology generate_topology(std::string_view spec) {
                     name));
   t.description = std::string(spec);
   t.corrections = corrections;
+  t.eager_bytes = eager_bytes;
   t.validate(fmt::format("topology {}", name));
   return t;
 }

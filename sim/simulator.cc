@@ -3,7 +3,10 @@
 //
 // Matching: the k-th send from a to b meets the k-th receive b posts from a.
 // Whichever side is issued first waits in the pair's queue; when the other
-// side is issued the transfer starts at that moment (rendezvous).
+// side is issued the transfer starts at that moment (rendezvous). An eager
+// send (up to the topology's eager_bytes) starts its transfer when issued and
+// waits in the queue with it; the receive that meets it completes when the
+// data has landed, at once if it already has.
 #include "cclab/sim/simulator.h"
 
 #include <cmath>
@@ -25,10 +28,13 @@ using coll::Step;
 using coll::StepKind;
 using coll::detail::StepRunner;
 
+constexpr std::uint32_t kNoTransfer = ~0u;
+
 struct Posted {
   std::int64_t step = 0;
-  std::uint64_t count = 0;  // elements
-  bool reduce = false;      // receives only: kRecvReduce
+  std::uint64_t count = 0;                // elements
+  std::uint32_t eager_tag = kNoTransfer;  // an eager send's transfer, under way or landed
+  bool reduce = false;                    // receives only: kRecvReduce
 };
 
 // The FIFO of one ordered pair's unmatched posts. Only one side can wait at a
@@ -84,6 +90,9 @@ constexpr std::size_t kFrameBytes = 4096;
 struct Transfer {
   int src = 0, dst = 0;
   Posted send, recv;
+  bool eager = false;   // the send completed when it was issued
+  bool matched = true;  // false while an eager send's receive is not posted
+  bool landed = false;  // an unmatched eager transfer's data has arrived
 };
 
 // Everything the runner keeps per rank, in one place (large runs are bound by
@@ -107,7 +116,12 @@ struct RankState {
 class Simulation {
  public:
   Simulation(const Topology& topo, const coll::Schedule& sched, const SimOptions& opts)
-      : topo_(topo), opts_(opts), ranks_(sched.ranks()), router_(topo), network_(topo, queue_) {
+      : topo_(topo),
+        opts_(opts),
+        ranks_(sched.ranks()),
+        eager_bytes_(topo.eager_bytes),
+        router_(topo),
+        network_(topo, queue_) {
     ranks_state_.reserve(ranks_);
     for (int r = 0; r < ranks_; ++r) {
       RankState& rs = ranks_state_.emplace_back(sched, r);
@@ -208,12 +222,11 @@ class Simulation {
     if (opts_.trace) opts_.trace->step_issued(rank, id, s, queue_.now());
     switch (s.kind) {
       case StepKind::kSend:
-        post(rank, s.peer, Posted{id, s.src.count, false}, true);
-        return false;
+        return send(rank, s.peer, Posted{id, s.src.count});
       case StepKind::kRecv:
       case StepKind::kRecvReduce:
-        post(s.peer, rank, Posted{id, s.dst.count, s.kind == StepKind::kRecvReduce}, false);
-        return false;
+        return recv(s.peer, rank,
+                    Posted{id, s.dst.count, kNoTransfer, s.kind == StepKind::kRecvReduce});
       case StepKind::kReduce:
         return !delay_reduce(rank, id, s.dst.count);
       default:  // kCopy, kFence
@@ -251,23 +264,65 @@ class Simulation {
     return q;
   }
 
-  void post(int src, int dst, const Posted& p, bool is_send) {
+  // Returns true when the send completed at once: an eager one.
+  bool send(int src, int dst, Posted p) {
     PairQueue& q = pair(src, dst);
-    if (q.empty() || q.holds_sends == is_send) {
-      q.holds_sends = is_send;
-      return q.push(p);
+    const bool eager = eager_bytes_ > 0 && p.count * opts_.elem_bytes <= eager_bytes_;
+    if (!q.empty() && !q.holds_sends) {
+      start_transfer(Transfer{src, dst, p, q.pop(), eager}, q);
+    } else {
+      if (eager) p.eager_tag = start_transfer(Transfer{src, dst, p, {}, true, false}, q);
+      q.holds_sends = true;
+      q.push(p);
     }
-    const Posted other = q.pop();
-    start_transfer(Transfer{src, dst, is_send ? p : other, is_send ? other : p}, q);
+    if (eager && opts_.trace) opts_.trace->step_done(src, p.step, queue_.now());
+    return eager;
   }
 
-  void start_transfer(const Transfer& t, const PairQueue& q) {
-    CCLAB_CHECK(t.send.count == t.recv.count,
-                fmt::format("rank {} sends {} elements but rank {} receives {}", t.src,
-                            t.send.count, t.dst, t.recv.count));
-    std::uint64_t tag;
+  // Returns true when the receive completed at once: its eager message had
+  // landed, and no reduction is left to pay for.
+  bool recv(int src, int dst, const Posted& p) {
+    PairQueue& q = pair(src, dst);
+    if (q.empty() || !q.holds_sends) {
+      q.holds_sends = false;
+      q.push(p);
+      return false;
+    }
+    const Posted send = q.pop();
+    check_counts(src, dst, send, p);
+    if (send.eager_tag == kNoTransfer) {
+      start_transfer(Transfer{src, dst, send, p}, q);
+      return false;
+    }
+    Transfer& t = transfers_[send.eager_tag];
+    if (!t.landed) {
+      t.recv = p, t.matched = true;
+      return false;
+    }
+    free_.push_back(send.eager_tag);
+    return !finish_recv(dst, p);
+  }
+
+  // The receive's data is in: completes it now, or returns true when its
+  // reduction will complete it later.
+  bool finish_recv(int dst, const Posted& r) {
+    if (r.reduce && delay_reduce(dst, r.step, r.count)) return true;
+    if (!r.reduce && opts_.trace) opts_.trace->step_done(dst, r.step, queue_.now());
+    return false;
+  }
+
+  void check_counts(int src, int dst, const Posted& send, const Posted& recv) const {
+    CCLAB_CHECK(send.count == recv.count,
+                fmt::format("rank {} sends {} elements but rank {} receives {}", src, send.count,
+                            dst, recv.count));
+  }
+
+  std::uint32_t start_transfer(const Transfer& t, const PairQueue& q) {
+    if (t.matched) check_counts(t.src, t.dst, t.send, t.recv);
+    std::uint32_t tag;
     if (free_.empty()) {
-      tag = transfers_.size();
+      CCLAB_CHECK(transfers_.size() < kNoTransfer, "simulation: too many transfers in flight");
+      tag = static_cast<std::uint32_t>(transfers_.size());
       transfers_.push_back(t);
     } else {
       tag = free_.back();
@@ -284,12 +339,18 @@ class Simulation {
       wire_bytes /= corrections_.bandwidth_factor(bytes);
     }
     network_.start(q.route_links(), latency, wire_bytes, tag);
+    return tag;
   }
 
   void transfer_done(std::uint64_t tag) {
-    const Transfer t = transfers_[tag];
-    free_.push_back(tag);
-    complete(t.src, t.send.step);
+    Transfer& landed = transfers_[tag];
+    if (!landed.matched) {  // eager, its receive not yet posted: it will find the data
+      landed.landed = true;
+      return;
+    }
+    const Transfer t = landed;
+    free_.push_back(static_cast<std::uint32_t>(tag));
+    if (!t.eager) complete(t.src, t.send.step);
     if (!t.recv.reduce || !delay_reduce(t.dst, t.recv.step, t.recv.count))
       complete(t.dst, t.recv.step);
   }
@@ -310,12 +371,13 @@ class Simulation {
   const Corrections& corrections_ = topo_.corrections;
   SimOptions opts_;
   int ranks_;
+  std::uint64_t eager_bytes_;  // 0: every transfer is a rendezvous
   SimQueue queue_;
   Router router_;
   Network network_;
   std::vector<RankState> ranks_state_;
   std::vector<Transfer> transfers_;
-  std::vector<std::uint64_t> free_;
+  std::vector<std::uint32_t> free_;
   std::uint64_t steps_ = 0;
 };
 

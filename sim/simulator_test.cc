@@ -100,6 +100,80 @@ TEST(Simulator, CorrectionFactorsScaleLatencyAndBandwidthBySize) {
   }
 }
 
+// Direct all-reduce of S bytes over n ranks with eager messages: every rank
+// sends S to each of the n-1 others as it starts, so each up- and down-link
+// carries n-1 flows at B/(n-1) from t = 0 and every piece has landed at
+// alpha + (n-1) S/B. With reductions at R bytes/s a rank then reduces n-1
+// pieces in rank order, + (n-1) S/R: the receives issued after their data
+// landed complete at once. As a rendezvous, a rank receives its peers' pieces
+// one after another (each receive waits for the reduction before it), so
+// from 3 ranks the pieces queue behind each other.
+TEST(Simulator, EagerDirectAllReduceSendsEveryPieceAtOnce) {
+  const std::uint64_t count = 16384;  // S = 64 KiB: at the limit, so eager
+  const double s = 4.0 * count;
+  for (int n : {2, 3, 4, 8}) {
+    const std::string base = fmt::format("switch:n={},bw=100Gbps,lat=1us", n);
+    const double land_us = 2.0 + (n - 1) * s / 12.5e9 * 1e6;
+    const SimResult eager = run(base + ",eager=64K", n, count, Algorithm::kDirect);
+    EXPECT_LT(rel_err(time_to_us(eager.total), land_us), 1e-6) << "n=" << n;
+    const SimResult reduced = run(base + ",eager=64K,reduce=10GBps", n, count, Algorithm::kDirect);
+    EXPECT_LT(rel_err(time_to_us(reduced.total), land_us + (n - 1) * s / 10e9 * 1e6), 1e-6)
+        << "n=" << n;
+    // One byte below the message: every transfer a rendezvous, as with no limit.
+    const SimResult below = run(base + ",eager=65535", n, count, Algorithm::kDirect);
+    const SimResult rendezvous = run(base, n, count, Algorithm::kDirect);
+    EXPECT_EQ(below.total, rendezvous.total) << "n=" << n;
+    if (n == 2)
+      EXPECT_EQ(rendezvous.total, eager.total) << "2 ranks: both receives are issued at once";
+    else
+      EXPECT_GT(rendezvous.total, eager.total + seconds_to_time(s / 12.5e9)) << "n=" << n;
+    EXPECT_EQ(eager.link_bytes, rendezvous.link_bytes) << "the same bytes on the same links";
+  }
+}
+
+// Ring's receives are issued before the sends that meet them, so eager
+// messages change nothing: still the closed form.
+TEST(Simulator, EagerRingIsStillTheClosedForm) {
+  for (int n : {2, 4, 8}) {
+    const std::uint64_t count = 1000 * n;
+    const SimResult r = run("switch:n=8,bw=100Gbps,lat=1us,eager=1G", n, count, Algorithm::kRing);
+    EXPECT_LT(rel_err(time_to_us(r.total), ring_closed_form_us(n, 4.0 * count, 2.0, 12.5e9)), 1e-6)
+        << "n=" << n;
+  }
+}
+
+// Eager messages change when bytes move, not which: every algorithm, with
+// chunks whose sizes straddle the limit (a pair's queue then holds eager and
+// rendezvous sends in turn; a match out of order would throw on the counts),
+// puts the same bytes on every link as with rendezvous only, and takes at
+// least the time the busiest link needs to carry them.
+TEST(Simulator, EagerMessagesMoveTheSameBytes) {
+  const Topology plain = generate_topology("nodes:nodes=2,gpus=4");
+  // 1201 elements in 3 chunks: direct sends 401 and 400 elements (1604 and
+  // 1600 bytes) to every peer; ring at 3 ranks 134 and 133 (536, 532 bytes).
+  std::vector<Topology> eager;
+  for (const char* limit : {"1600", "532", "1G"})
+    eager.push_back(generate_topology(fmt::format("nodes:nodes=2,gpus=4,eager={}", limit)));
+  for (Algorithm algo : coll::algorithms_for(CollectiveKind::kAllReduce)) {
+    for (int n : {3, 8}) {
+      const auto sched =
+          coll::make_schedule({CollectiveKind::kAllReduce, n, 1201, 0}, {algo, 3, 0});
+      SCOPED_TRACE(fmt::format("{} ranks {}", sched->name(), n));
+      const SimResult want = simulate(plain, *sched);
+      for (const Topology* t : {&eager[0], &eager[1], &eager[2]}) {
+        const SimResult got = simulate(*t, *sched);
+        EXPECT_EQ(got.link_bytes, want.link_bytes);
+        EXPECT_EQ(got.flows, want.flows);
+        for (std::size_t l = 0; l < got.link_bytes.size(); ++l)
+          EXPECT_GE(
+              time_to_seconds(got.total) * t->link(static_cast<LinkId>(l)).bw_bps * (1 + 1e-9),
+              got.link_bytes[l])
+              << t->link_name(static_cast<LinkId>(l));
+      }
+    }
+  }
+}
+
 TEST(Simulator, RingOnRingTopologyMatchesClosedForm) {
   // ring: neighbours share a direct link, alpha = 1 link = 500ns; B = 10e9 B/s.
   for (int n : {2, 3, 5, 8}) {

@@ -8,7 +8,8 @@
 //     "links": [ {"from": "gpu0", "to": "sw0", "bw": "100Gbps", "lat": "1us",
 //                 "duplex": true}, ... ],              // duplex (default true): both ways
 //     "latency_factor": [[0, 1.5], [65536, 1.0]],     // optional [from_bytes, factor]
-//     "bandwidth_factor": "0:0.5/64K:0.9"             // bands, or the spec's string form
+//     "bandwidth_factor": "0:0.5/64K:0.9",            // bands, or the spec's string form
+//     "eager": "64K"                                  // optional, bytes or "64K": eager limit
 //   }
 //
 // Ranks map onto endpoints in the order they are listed. Every error names the
@@ -130,6 +131,15 @@ std::vector<FactorBand> factor_field(const json& root, const std::string& key,
   return bands;
 }
 
+// The eager limit: a byte count, as a number or a string such as "64K".
+std::uint64_t eager_field(const json& v, const std::string& path) {
+  if (v.is_string()) return parse_bytes(v.get<std::string>(), path);
+  if (!v.is_number_unsigned())
+    throw InvalidArgument(fmt::format(
+        "{}: expected a byte count >= 0 or a string such as \"64K\" (got {})", path, v.dump()));
+  return v.get<std::uint64_t>();
+}
+
 }  // namespace
 
 Topology parse_topology_json(std::string_view text, std::string_view what_view) {
@@ -155,6 +165,7 @@ Topology parse_topology_json(std::string_view text, std::string_view what_view) 
     t.corrections.latency = factor_field(root, "latency_factor", what);
   if (root.contains("bandwidth_factor"))
     t.corrections.bandwidth = factor_field(root, "bandwidth_factor", what);
+  if (root.contains("eager")) t.eager_bytes = eager_field(root.at("eager"), what + ".eager");
   t.description = what;
   t.validate(what);
   return t;

@@ -168,6 +168,26 @@ TEST(Corrections, BandsParseLookUpAndNameTheirErrors) {
       "t.json.bandwidth_factor: band 0 factor must be positive");
 }
 
+TEST(Eager, LimitParsesFromSpecAndJsonAndNamesItsErrors) {
+  EXPECT_EQ(generate_topology("switch:n=2").eager_bytes, 0u) << "off by default";
+  EXPECT_EQ(generate_topology("switch:n=2,eager=64K").eager_bytes, 65536u);
+  EXPECT_EQ(generate_topology("torus2d:x=2,y=2,eager=100").eager_bytes, 100u);
+  expect_invalid([] { generate_topology("switch:n=2,eager=lots"); },
+                 "topology switch: eager: 'lots' is not a byte count");
+  expect_invalid([] { generate_topology("switch:n=2,eagre=1K"); },
+                 "unknown key 'eagre' (allowed: n, bw, lat, reduce, fabric, latf, bwf, eager)");
+  const std::string links =
+      R"("nodes": [{"name": "a", "kind": "endpoint"}, {"name": "b", "kind": "endpoint"}],
+         "links": [{"from": "a", "to": "b", "bw": "1GBps", "lat": "1us"}])";
+  EXPECT_EQ(parse_topology_json("{" + links + R"(, "eager": "4K"})", "t.json").eager_bytes, 4096u);
+  EXPECT_EQ(parse_topology_json("{" + links + R"(, "eager": 300})", "t.json").eager_bytes, 300u);
+  EXPECT_EQ(parse_topology_json("{" + links + "}", "t.json").eager_bytes, 0u);
+  expect_invalid([&] { parse_topology_json("{" + links + R"(, "eager": -1})", "t.json"); },
+                 "t.json.eager: expected a byte count >= 0 or a string such as \"64K\" (got -1)");
+  expect_invalid([&] { parse_topology_json("{" + links + R"(, "eager": "1X"})", "t.json"); },
+                 "t.json.eager: '1X' is not a byte count");
+}
+
 TEST(Routing, ShortestPathsAndEcmp) {
   // Ring of 6: the route from 0 to 2 is two hops clockwise, to 3 three hops
   // (either way; ECMP picks one, the same one every time).

@@ -16,7 +16,10 @@
 // Where the record names its machine's cores, the ranks are taken to share
 // them: the switch gets a fabric of cores x bw (switch:...,fabric=), so that
 // more ranks than cores share what the cores copy, while up to one rank a
-// core each moves at bw.
+// core each moves at bw. A gloo record's messages up to its eager limit
+// (config.eager_bytes, else the executor's default) go eagerly, as the
+// executor sends them (switch:...,eager=; simulator.h); every other
+// backend's transfers are rendezvous.
 #pragma once
 
 #include <cstdint>
@@ -43,7 +46,8 @@ struct Measurements {
   int ranks = 0;
   int group_size = 0;  // hier's, 0: the default
   std::size_t elem_bytes = 4;
-  int cores = 0;  // machine.cores, 0: not recorded
+  int cores = 0;                  // machine.cores, 0: not recorded
+  std::uint64_t eager_bytes = 0;  // gloo: the eager limit; 0: rendezvous only
   std::vector<MeasuredRow> rows;
 };
 
@@ -53,20 +57,23 @@ Measurements load_bench_record(const std::string& path);
 Measurements parse_bench_record(const std::string& json_text, const std::string& source);
 
 struct LinkFit {
-  double lat_us = 0;      // per link; a message's route pays two
-  double bw_Bps = 0;      // bytes per second
-  double reduce_Bps = 0;  // 0: reductions are free
-  double fabric_Bps = 0;  // cores x bw where the record names its cores, else 0 (none)
-  std::string note;       // what the fit had to give up, if anything
+  double lat_us = 0;              // per link; a message's route pays two
+  double bw_Bps = 0;              // bytes per second
+  double reduce_Bps = 0;          // 0: reductions are free
+  double fabric_Bps = 0;          // cores x bw where the record names its cores, else 0 (none)
+  std::string note;               // what the fit had to give up, if anything
+  std::uint64_t eager_bytes = 0;  // the record's, kept for the spec
 };
 
 // Throws InvalidArgument when fewer than two rows, or no positive bandwidth fits.
 LinkFit fit_switch(const Measurements& m);
 
 // "switch:n=4,bw=12345.000MBps,lat=350000ps,reduce=20000.000MBps,fabric=24690.000MBps"
+// (and ",eager=65536" where the fit has an eager limit)
 std::string switch_spec(const LinkFit& fit, int ranks);
 
-// The rows of `m` with the time the simulator predicts for each on `spec`.
+// The rows of `m` with the time the simulator predicts for each on `spec`,
+// with the record's eager limit (its backend's protocol) in place of the spec's.
 struct Comparison {
   MeasuredRow row;
   double predicted_us = 0;

@@ -6,8 +6,16 @@
 // sends and receives per ordered pair, and rendezvous: a matched transfer
 // starts only when both its send and its receive are issued. A transfer is a
 // flow from the sender's endpoint to the receiver's under the network model
-// (network.h). Local copies are free; a reduction (kReduce, or the combine of
-// a kRecvReduce after its data arrived) costs bytes / reduce rate when the
+// (network.h).
+//
+// Where the topology has an eager limit (eager_bytes > 0), a message of up to
+// that many bytes goes eagerly, as the gloo executor's bound-buffer rings and
+// MPI's eager protocol (SimGrid's detached sends) send it: its transfer starts
+// when the send is issued, the send is done at once (the data is copied
+// aside, for free), and the receive that meets it completes when the data
+// has landed, at once if it landed before the receive was issued. Buffers are
+// unbounded: no credit ever holds an eager send back. Local copies are free; a reduction (kReduce,
+// or the combine of a kRecvReduce after its data arrived) costs bytes / reduce rate when the
 // endpoint has one, and nothing otherwise.
 #pragma once
 

@@ -89,6 +89,10 @@ class Topology {
   // leaf switch, a torus's row); 0 when the topology has none.
   int group_size_hint = 0;
   Corrections corrections;  // none by default
+  // Messages of up to this many bytes go eagerly: the transfer starts when the
+  // send is issued, without waiting for its receive, and the send is done at
+  // once (simulator.h). 0 (the default): every transfer is a rendezvous.
+  std::uint64_t eager_bytes = 0;
   std::string description;  // the spec or file it came from
 
  private:
