@@ -5,10 +5,12 @@
 // smallest fair share c_l / n_l; its unfrozen flows get exactly that rate and
 // freeze, and the share is subtracted from every link they cross. Each round
 // freezes at least one flow, so a component of F flows and L links takes at
-// most min(F, L) rounds of O(L) each. A round scans only the links that still
-// have unfrozen flows, in their first order (ties go to the earlier link), and
-// reads each one's share from a dense array kept up to date as flows freeze,
-// not from its 64-byte state.
+// most min(F, L) rounds of O(L) each. The shares sit in a dense array in the
+// component's link order (ties go to the earlier link), kept up to date as
+// flows freeze (each link knows its place), so that a round is a pass for the
+// minimum over contiguous doubles, not a gather from 64-byte link states;
+// links whose flows have all frozen hold infinity until they are half the
+// array, which is then compacted in order.
 #include "cclab/sim/network.h"
 
 #include <algorithm>
@@ -49,10 +51,7 @@ void FlowList::erase(FlowId id) {
 }
 
 Network::Network(const Topology& topology, SimQueue& queue)
-    : topo_(topology),
-      queue_(queue),
-      links_(topology.num_links()),
-      fair_share_(topology.num_links(), 0) {
+    : topo_(topology), queue_(queue), links_(topology.num_links()) {
   for (std::size_t l = 0; l < links_.size(); ++l)
     links_[l].bw_bps = topology.link(static_cast<LinkId>(l)).bw_bps;
 }
@@ -209,32 +208,25 @@ void Network::fill_progressively() {
     flows_[comp_flows_[0]].rate = share;
     return;
   }
-  constexpr double kNone = std::numeric_limits<double>::infinity();  // no unfrozen flows
-  live_links_.clear();
+  shares_.clear();
+  share_links_.clear();
   for (LinkId l : comp_links_) {
     LinkState& link = links_[l];
     link.residual = link.bw_bps;
     link.unfrozen = static_cast<std::int32_t>(link.flows.size());
-    fair_share_[l] = link.unfrozen > 0 ? link.residual / link.unfrozen : kNone;
-    if (link.unfrozen > 0) live_links_.push_back(l);
+    if (link.unfrozen == 0) continue;
+    link.pos = static_cast<std::uint32_t>(shares_.size());
+    shares_.push_back(link.residual / link.unfrozen);
+    share_links_.push_back(l);
   }
   for (FlowId id : comp_flows_) flows_[id].rate = -1;  // -1: not frozen yet
+  std::size_t live = shares_.size();                   // links with unfrozen flows
   for (std::size_t frozen = 0; frozen < comp_flows_.size();) {
-    LinkId tight = -1;
-    double share = kNone;
-    std::size_t kept = 0;  // links whose flows all froze leave, the rest keep their order
-    for (std::size_t i = 0; i < live_links_.size(); ++i) {
-      const LinkId l = live_links_[i];
-      if (fair_share_[l] == kNone) continue;
-      live_links_[kept++] = l;
-      if (fair_share_[l] < share) {
-        share = fair_share_[l];
-        tight = l;
-      }
-    }
-    live_links_.resize(kept);
-    CCLAB_CHECK(tight >= 0, "progressive filling found no link to saturate");
-    for (FlowId id : links_[tight].flows) {
+    const double share = min_share();
+    CCLAB_CHECK(share < kNoShare, "progressive filling found no link to saturate");
+    std::size_t first = 0;  // ties go to the earlier link
+    while (shares_[first] != share) ++first;
+    for (FlowId id : links_[share_links_[first]].flows) {
       Flow& f = flows_[id];
       if (f.rate >= 0) continue;
       f.rate = share;
@@ -242,10 +234,37 @@ void Network::fill_progressively() {
       for (LinkId l : f.links()) {
         LinkState& link = links_[l];
         link.residual = std::max(0.0, link.residual - share);
-        fair_share_[l] = --link.unfrozen > 0 ? link.residual / link.unfrozen : kNone;
+        const bool last = --link.unfrozen == 0;
+        shares_[link.pos] = last ? kNoShare : link.residual / link.unfrozen;
+        live -= last;
       }
     }
+    if (live * 2 < shares_.size()) compact_shares();
   }
+}
+
+double Network::min_share() const {
+  // Four running minima, so that the loop keeps several compares in flight;
+  // shares are never NaN or -0, so any order gives the same minimum.
+  double m[4] = {kNoShare, kNoShare, kNoShare, kNoShare};
+  const std::size_t n = shares_.size(), quads = n - n % 4;
+  for (std::size_t i = 0; i < quads; i += 4)
+    for (std::size_t k = 0; k < 4; ++k) m[k] = shares_[i + k] < m[k] ? shares_[i + k] : m[k];
+  for (std::size_t i = quads; i < n; ++i) m[0] = shares_[i] < m[0] ? shares_[i] : m[0];
+  return std::min(std::min(m[0], m[1]), std::min(m[2], m[3]));
+}
+
+void Network::compact_shares() {
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < shares_.size(); ++i) {
+    if (shares_[i] == kNoShare) continue;
+    shares_[kept] = shares_[i];
+    share_links_[kept] = share_links_[i];
+    links_[share_links_[kept]].pos = static_cast<std::uint32_t>(kept);
+    ++kept;
+  }
+  shares_.resize(kept);
+  share_links_.resize(kept);
 }
 
 void Network::reshare_component(FlowId seed) {

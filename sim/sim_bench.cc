@@ -5,6 +5,9 @@
 //   per pod, 4 cores; uplinks at 50 Gbps (8:1 at the leaves), so the flows
 //   that leave a leaf share links (contention)
 //   hier (g = 8, inner ring) on nodes:nodes=N,gpus=8 (N = 256 and 2048)
+//   hd on a 24x24 torus: 576 ranks, not a power of two, so Rabenseifner's
+//   extra steps and the folded ranks' partners cross the torus, and the
+//   flows of a step share links in one large component (progressive filling)
 // The topology is built once per case; each iteration builds the schedule and
 // simulates it (schedules are lazy: generating them is part of the replay).
 #include <memory>
@@ -53,6 +56,9 @@ void BM_SimRing1024FatTree3(benchmark::State& state) {
 void BM_SimHd16384Switch(benchmark::State& state) {
   simulate_case(state, "switch:n=16384,bw=100Gbps,lat=1us", Algorithm::kHalvingDoubling, 1, 0);
 }
+void BM_SimHdTorus24x24(benchmark::State& state) {
+  simulate_case(state, "torus2d:x=24,y=24,bw=100Gbps,lat=1us", Algorithm::kHalvingDoubling, 1, 0);
+}
 void BM_SimHierNodes256(benchmark::State& state) {
   simulate_case(state, "nodes:nodes=256,gpus=8", Algorithm::kHierarchical, 1, 8);
 }
@@ -63,6 +69,7 @@ void BM_SimHierNodes2048(benchmark::State& state) {
 BENCHMARK(BM_SimRing1024Switch)->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK(BM_SimRing1024FatTree3)->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK(BM_SimHd16384Switch)->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK(BM_SimHdTorus24x24)->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK(BM_SimHierNodes256)->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK(BM_SimHierNodes2048)->Unit(benchmark::kMillisecond)->Iterations(1);
 

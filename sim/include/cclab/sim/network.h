@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <span>
 #include <vector>
@@ -169,6 +170,7 @@ class Network {
     double residual = 0;        // progressive filling: capacity not yet shared
     std::int32_t unfrozen = 0;  // progressive filling: flows not yet frozen
     std::uint32_t stamp = 0;    // == stamp_: in the current component
+    std::uint32_t pos = 0;      // progressive filling: its place in shares_
     FlowList flows;             // active flows
   };
   static_assert(sizeof(LinkState) == 64 && sizeof(Flow) == 128);
@@ -187,10 +189,13 @@ class Network {
   // event that handles them is queued.
   std::vector<FlowId> deferred_, seeds_;
   bool reshare_queued_ = false;
-  // Progressive filling: the links with unfrozen flows, and per link
-  // residual / unfrozen (infinity when none is left).
-  std::vector<LinkId> live_links_;
-  std::vector<double> fair_share_;
+  // Progressive filling: per link of the component that had flows, in the
+  // component's order, its residual / unfrozen (kNoShare once none is left).
+  static constexpr double kNoShare = std::numeric_limits<double>::infinity();
+  std::vector<double> shares_;
+  std::vector<LinkId> share_links_;
+  double min_share() const;
+  void compact_shares();
 };
 
 }  // namespace cclab::sim
