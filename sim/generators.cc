@@ -37,7 +37,9 @@
 // (default: free), and latf=, bwf= size-dependent latency and bandwidth
 // factors as from:factor bands, e.g. bwf=0:0.5/64K:0.9 (see Corrections in
 // topology.h; default: none), and eager=<bytes>: messages up to that size go
-// without waiting for their receive (default 0: none; see simulator.h).
+// without waiting for their receive (default 0: none; see simulator.h), and
+// overhead=<time>: the host time a message costs at each end, one message at
+// a time per rank (LogGP's o; default 0).
 // Defaults: bw=100Gbps, lat=1us.
 #include <charconv>
 #include <map>
@@ -95,8 +97,9 @@ class SpecArgs {
   void finish(std::string_view allowed) const {
     for (const auto& [key, value] : values_)
       if (!used_.contains(key))
-        throw InvalidArgument(fmt::format(
-            "topology {}: unknown key '{}' (allowed: {}, latf, bwf, eager)", name_, key, allowed));
+        throw InvalidArgument(
+            fmt::format("topology {}: unknown key '{}' (allowed: {}, latf, bwf, eager, overhead)",
+                        name_, key, allowed));
   }
   // The size-dependent correction factors every generator takes.
   Corrections corrections() {
@@ -108,6 +111,7 @@ class SpecArgs {
   std::uint64_t eager_bytes() {
     return has("eager") ? parse_bytes(required("eager"), field("eager")) : 0;
   }
+  Time overhead() { return latency("overhead", "0"); }
   std::string field(const std::string& key) const {
     return fmt::format("topology {}: {}", name_, key);
   }
@@ -294,6 +298,7 @@ Topology generate_topology(std::string_view spec) {
   SpecArgs args(name, colon == std::string_view::npos ? "" : spec.substr(colon + 1));
   const Corrections corrections = args.corrections();
   const std::uint64_t eager_bytes = args.eager_bytes();
+  const Time overhead = args.overhead();
   Topology t;
   if (name == "switch")
     t = make_switch(args);
@@ -315,6 +320,7 @@ Topology generate_topology(std::string_view spec) {
   t.description = std::string(spec);
   t.corrections = corrections;
   t.eager_bytes = eager_bytes;
+  t.overhead = overhead;
   t.validate(fmt::format("topology {}", name));
   return t;
 }

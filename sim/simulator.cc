@@ -87,6 +87,12 @@ struct PairQueue {
 // flat algorithm: about 3 KiB); more spills to the heap.
 constexpr std::size_t kFrameBytes = 4096;
 
+// A send whose host overhead is under way: it is posted when that ends.
+struct DeferredSend {
+  int dst = 0;
+  Posted post;
+};
+
 struct Transfer {
   int src = 0, dst = 0;
   Posted send, recv;
@@ -109,6 +115,7 @@ struct RankState {
   std::size_t frames_used = 0;  // frames.used(), kept here for prefetching
   StepRunner runner;
   Time finish = -1;
+  Time host_free = 0;  // when its host is done with the messages it handles
   double reduce_bps = 0;
   std::vector<PairQueue> from;  // by sender
 };
@@ -120,6 +127,7 @@ class Simulation {
         opts_(opts),
         ranks_(sched.ranks()),
         eager_bytes_(topo.eager_bytes),
+        overhead_(topo.overhead),
         router_(topo),
         network_(topo, queue_) {
     ranks_state_.reserve(ranks_);
@@ -146,6 +154,10 @@ class Simulation {
   void dispatch(const SimQueue::Event& e) {
     if (e.payload.kind == EventKind::kStepDone) {
       complete(static_cast<int>(e.payload.a), static_cast<std::int64_t>(e.payload.b));
+      return;
+    }
+    if (e.payload.kind == EventKind::kSendReady) {
+      send_ready(static_cast<int>(e.payload.a), static_cast<std::uint32_t>(e.payload.b));
       return;
     }
     if (auto tag = network_.handle(e.payload)) transfer_done(*tag);
@@ -183,7 +195,8 @@ class Simulation {
   template <class Fn>
   void for_ranks(const SimQueue::Event* e, Fn&& fn) const {
     if (!e) return;
-    if (e->payload.kind == EventKind::kStepDone) return fn(static_cast<int>(e->payload.a));
+    if (e->payload.kind == EventKind::kStepDone || e->payload.kind == EventKind::kSendReady)
+      return fn(static_cast<int>(e->payload.a));
     if (e->payload.kind != EventKind::kFlowDone) return;
     const std::uint64_t tag = network_.tag(e->payload);
     if (tag >= transfers_.size()) return;
@@ -222,31 +235,80 @@ class Simulation {
     if (opts_.trace) opts_.trace->step_issued(rank, id, s, queue_.now());
     switch (s.kind) {
       case StepKind::kSend:
-        return send(rank, s.peer, Posted{id, s.src.count});
+        if (overhead_ > 0) return defer_send(rank, s.peer, Posted{id, s.src.count});
+        return send(rank, s.peer, Posted{id, s.src.count}) && done_now(rank, id);
       case StepKind::kRecv:
       case StepKind::kRecvReduce:
         return recv(s.peer, rank,
                     Posted{id, s.dst.count, kNoTransfer, s.kind == StepKind::kRecvReduce});
       case StepKind::kReduce:
-        return !delay_reduce(rank, id, s.dst.count);
+        return ends_now(rank, id, reduce_end(rank, s.dst.count, queue_.now()));
       default:  // kCopy, kFence
-        if (opts_.trace) opts_.trace->step_done(rank, id, queue_.now());
-        return true;
+        return done_now(rank, id);
     }
   }
 
-  // Schedules the end of a reduction when the rank's endpoint has a cost.
-  bool delay_reduce(int rank, std::int64_t id, std::uint64_t count) {
-    const double rate = ranks_state_[rank].reduce_bps;
-    if (rate <= 0) {
-      if (opts_.trace) opts_.trace->step_done(rank, id, queue_.now());
-      return false;
-    }
-    const double bytes = static_cast<double>(count * opts_.elem_bytes);
-    queue_.push(queue_.now() + seconds_to_time(bytes / rate),
-                SimEvent{EventKind::kStepDone, static_cast<std::uint32_t>(rank),
-                         static_cast<std::uint64_t>(id)});
+  // For a step being issued (the runner completes those that return true).
+  bool done_now(int rank, std::int64_t id) {
+    if (opts_.trace) opts_.trace->step_done(rank, id, queue_.now());
     return true;
+  }
+  // Returns true (traced) when `end` is now, else schedules the step's end.
+  bool ends_now(int rank, std::int64_t id, Time end) {
+    if (end <= queue_.now()) return done_now(rank, id);
+    push_step_done(rank, id, end);
+    return false;
+  }
+  // Completes the step at `end`: now, or by an event then.
+  void end_at(int rank, std::int64_t id, Time end) {
+    if (end <= queue_.now()) return complete(rank, id);
+    push_step_done(rank, id, end);
+  }
+  void push_step_done(int rank, std::int64_t id, Time end) {
+    queue_.push(end, SimEvent{EventKind::kStepDone, static_cast<std::uint32_t>(rank),
+                              static_cast<std::uint64_t>(id)});
+  }
+
+  // When a reduction of `count` elements started at `from` ends (at once
+  // where the rank's endpoint reduces for free).
+  Time reduce_end(int rank, std::uint64_t count, Time from) const {
+    const double rate = ranks_state_[rank].reduce_bps;
+    if (rate <= 0) return from;
+    return from + seconds_to_time(static_cast<double>(count * opts_.elem_bytes) / rate);
+  }
+  // Reserves the rank's host for one message's overhead, from now or when it
+  // is done with the messages before; returns when that ends.
+  Time take_host(int rank) {
+    RankState& rs = ranks_state_[rank];
+    rs.host_free = std::max(rs.host_free, queue_.now()) + overhead_;
+    return rs.host_free;
+  }
+  // When a receive whose data is in ends: after the receiver's host overhead
+  // and then its reduction, if any.
+  Time recv_end(int dst, const Posted& r) {
+    const Time in = overhead_ > 0 ? take_host(dst) : queue_.now();
+    return r.reduce ? reduce_end(dst, r.count, in) : in;
+  }
+
+  // A send pays the sender's host overhead before it is posted.
+  bool defer_send(int src, int dst, const Posted& p) {
+    std::uint32_t slot;
+    if (deferred_free_.empty()) {
+      slot = static_cast<std::uint32_t>(deferred_.size());
+      deferred_.push_back({dst, p});
+    } else {
+      slot = deferred_free_.back();
+      deferred_free_.pop_back();
+      deferred_[slot] = {dst, p};
+    }
+    queue_.push(take_host(src), SimEvent{EventKind::kSendReady, static_cast<std::uint32_t>(src),
+                                         static_cast<std::uint64_t>(slot)});
+    return false;
+  }
+  void send_ready(int src, std::uint32_t slot) {
+    const DeferredSend d = deferred_[slot];
+    deferred_free_.push_back(slot);
+    if (send(src, d.dst, d.post)) complete(src, d.post.step);
   }
 
   // The queue of the pair src -> dst, kept with the receiver.
@@ -275,12 +337,11 @@ class Simulation {
       q.holds_sends = true;
       q.push(p);
     }
-    if (eager && opts_.trace) opts_.trace->step_done(src, p.step, queue_.now());
     return eager;
   }
 
   // Returns true when the receive completed at once: its eager message had
-  // landed, and no reduction is left to pay for.
+  // landed, and no overhead or reduction is left to pay for.
   bool recv(int src, int dst, const Posted& p) {
     PairQueue& q = pair(src, dst);
     if (q.empty() || !q.holds_sends) {
@@ -300,15 +361,7 @@ class Simulation {
       return false;
     }
     free_.push_back(send.eager_tag);
-    return !finish_recv(dst, p);
-  }
-
-  // The receive's data is in: completes it now, or returns true when its
-  // reduction will complete it later.
-  bool finish_recv(int dst, const Posted& r) {
-    if (r.reduce && delay_reduce(dst, r.step, r.count)) return true;
-    if (!r.reduce && opts_.trace) opts_.trace->step_done(dst, r.step, queue_.now());
-    return false;
+    return ends_now(dst, p.step, recv_end(dst, p));
   }
 
   void check_counts(int src, int dst, const Posted& send, const Posted& recv) const {
@@ -351,8 +404,7 @@ class Simulation {
     const Transfer t = landed;
     free_.push_back(static_cast<std::uint32_t>(tag));
     if (!t.eager) complete(t.src, t.send.step);
-    if (!t.recv.reduce || !delay_reduce(t.dst, t.recv.step, t.recv.count))
-      complete(t.dst, t.recv.step);
+    end_at(t.dst, t.recv.step, recv_end(t.dst, t.recv));
   }
 
   std::string stuck_message(int rank) const {
@@ -372,12 +424,15 @@ class Simulation {
   SimOptions opts_;
   int ranks_;
   std::uint64_t eager_bytes_;  // 0: every transfer is a rendezvous
+  Time overhead_;              // a message's host time at each end
   SimQueue queue_;
   Router router_;
   Network network_;
   std::vector<RankState> ranks_state_;
   std::vector<Transfer> transfers_;
   std::vector<std::uint32_t> free_;
+  std::vector<DeferredSend> deferred_;  // by slot
+  std::vector<std::uint32_t> deferred_free_;
   std::uint64_t steps_ = 0;
 };
 

@@ -174,6 +174,66 @@ TEST(Simulator, EagerMessagesMoveTheSameBytes) {
   }
 }
 
+// A host overhead o adds 2o to every ring step: the sender's o before its
+// data leaves, the receiver's once it has landed, and a step's send waits for
+// the receive before it. Eager or rendezvous alike (ring's receives are
+// issued before the sends that meet them).
+TEST(Simulator, OverheadAddsTwiceItsTimeToEveryRingStep) {
+  for (int n : {2, 4, 8}) {
+    for (const char* eager : {"", ",eager=1G"}) {
+      const std::uint64_t count = 1000 * n;
+      const SimResult r = run(fmt::format("switch:n=8,bw=100Gbps,lat=1us,overhead=3us{}", eager), n,
+                              count, Algorithm::kRing);
+      const double want = ring_closed_form_us(n, 4.0 * count, 2.0, 12.5e9) + 2.0 * (n - 1) * 6.0;
+      EXPECT_LT(rel_err(time_to_us(r.total), want), 1e-6) << "n=" << n << eager;
+    }
+  }
+}
+
+// Sends and receives in rank `rank`'s program: the message ends its host handles.
+int message_ends(const coll::Schedule& sched, int rank) {
+  int ends = 0;
+  coll::Program p = sched.program(rank);
+  while (p.next()) ends += p.value().is_transfer() ? 1 : 0;
+  return ends;
+}
+
+// A rank's host handles one message end at a time, so no rank finishes before
+// o times its sends and receives (counted from the schedule), and the
+// overhead moves no bytes: every algorithm, eager or not. Direct (one-shot)
+// with no latency and bandwidth to spare meets the bound: n-1 sends and n-1
+// receives, the host never idle (every send is issued at once, then the data
+// is in when each receive gets the host).
+TEST(Simulator, OverheadHandlesEachRanksMessagesOneAtATime) {
+  const Time o = 2'000'000;  // 2 us
+  for (const char* eager : {"", ",eager=1G"}) {
+    const Topology plain = generate_topology(fmt::format("nodes:nodes=2,gpus=4{}", eager));
+    const Topology host =
+        generate_topology(fmt::format("nodes:nodes=2,gpus=4,overhead=2us{}", eager));
+    for (Algorithm algo : coll::algorithms_for(CollectiveKind::kAllReduce)) {
+      for (int n : {3, 8}) {
+        const auto sched =
+            coll::make_schedule({CollectiveKind::kAllReduce, n, 1201, 0}, {algo, 3, 0});
+        SCOPED_TRACE(fmt::format("{} ranks {}{}", sched->name(), n, eager));
+        const SimResult without = simulate(plain, *sched);
+        const SimResult with = simulate(host, *sched);
+        EXPECT_EQ(with.link_bytes, without.link_bytes);
+        EXPECT_GT(with.total, without.total);
+        for (int r = 0; r < n; ++r)
+          EXPECT_GE(with.rank_finish[r], message_ends(*sched, r) * o) << "rank " << r;
+      }
+    }
+  }
+  for (int n : {3, 4, 8}) {
+    for (const char* eager : {"", ",eager=1G"}) {
+      const SimResult r =
+          run(fmt::format("switch:n=8,bw=1000000000TBps,lat=0,overhead=2us{}", eager), n, 4096,
+              Algorithm::kDirect);
+      EXPECT_NEAR(time_to_us(r.total), 2.0 * (n - 1) * 2.0, 1e-3) << "n=" << n << eager;
+    }
+  }
+}
+
 TEST(Simulator, RingOnRingTopologyMatchesClosedForm) {
   // ring: neighbours share a direct link, alpha = 1 link = 500ns; B = 10e9 B/s.
   for (int n : {2, 3, 5, 8}) {

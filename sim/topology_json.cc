@@ -9,7 +9,8 @@
 //                 "duplex": true}, ... ],              // duplex (default true): both ways
 //     "latency_factor": [[0, 1.5], [65536, 1.0]],     // optional [from_bytes, factor]
 //     "bandwidth_factor": "0:0.5/64K:0.9",            // bands, or the spec's string form
-//     "eager": "64K"                                  // optional, bytes or "64K": eager limit
+//     "eager": "64K",                                 // optional, bytes or "64K": eager limit
+//     "overhead": "2us"                               // optional: host time per message end
 //   }
 //
 // Ranks map onto endpoints in the order they are listed. Every error names the
@@ -166,6 +167,8 @@ Topology parse_topology_json(std::string_view text, std::string_view what_view) 
   if (root.contains("bandwidth_factor"))
     t.corrections.bandwidth = factor_field(root, "bandwidth_factor", what);
   if (root.contains("eager")) t.eager_bytes = eager_field(root.at("eager"), what + ".eager");
+  if (root.contains("overhead"))
+    t.overhead = parse_latency(string_field(root, "overhead", what), what + ".overhead");
   t.description = what;
   t.validate(what);
   return t;

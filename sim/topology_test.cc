@@ -175,7 +175,8 @@ TEST(Eager, LimitParsesFromSpecAndJsonAndNamesItsErrors) {
   expect_invalid([] { generate_topology("switch:n=2,eager=lots"); },
                  "topology switch: eager: 'lots' is not a byte count");
   expect_invalid([] { generate_topology("switch:n=2,eagre=1K"); },
-                 "unknown key 'eagre' (allowed: n, bw, lat, reduce, fabric, latf, bwf, eager)");
+                 "unknown key 'eagre' (allowed: n, bw, lat, reduce, fabric, latf, bwf, eager, "
+                 "overhead)");
   const std::string links =
       R"("nodes": [{"name": "a", "kind": "endpoint"}, {"name": "b", "kind": "endpoint"}],
          "links": [{"from": "a", "to": "b", "bw": "1GBps", "lat": "1us"}])";
@@ -186,6 +187,27 @@ TEST(Eager, LimitParsesFromSpecAndJsonAndNamesItsErrors) {
                  "t.json.eager: expected a byte count >= 0 or a string such as \"64K\" (got -1)");
   expect_invalid([&] { parse_topology_json("{" + links + R"(, "eager": "1X"})", "t.json"); },
                  "t.json.eager: '1X' is not a byte count");
+}
+
+TEST(Overhead, ParsesFromSpecAndJsonAndNamesItsErrors) {
+  EXPECT_EQ(generate_topology("switch:n=2").overhead, 0) << "off by default";
+  EXPECT_EQ(generate_topology("switch:n=2,overhead=2us").overhead, 2'000'000);
+  EXPECT_EQ(generate_topology("nodes:nodes=2,gpus=2,overhead=500ns").overhead, 500'000);
+  expect_invalid([] { generate_topology("switch:n=2,overhead=-1us"); },
+                 "topology switch: overhead: latency must not be negative");
+  expect_invalid([] { generate_topology("switch:n=2,overhead=fast"); },
+                 "topology switch: overhead: malformed latency 'fast'");
+  const std::string links =
+      R"("nodes": [{"name": "a", "kind": "endpoint"}, {"name": "b", "kind": "endpoint"}],
+         "links": [{"from": "a", "to": "b", "bw": "1GBps", "lat": "1us"}])";
+  EXPECT_EQ(parse_topology_json("{" + links + R"(, "overhead": "3us"})", "t.json").overhead,
+            3'000'000);
+  EXPECT_EQ(parse_topology_json("{" + links + "}", "t.json").overhead, 0);
+  expect_invalid([&] { parse_topology_json("{" + links + R"(, "overhead": 3})", "t.json"); },
+                 "t.json.overhead: expected a string (got 3)");
+  expect_invalid(
+      [&] { parse_topology_json("{" + links + R"(, "overhead": "3 parsecs"})", "t.json"); },
+      "t.json.overhead: malformed latency '3 parsecs'");
 }
 
 TEST(Routing, ShortestPathsAndEcmp) {

@@ -32,7 +32,7 @@
 
 namespace cclab::sim {
 
-enum class EventKind : std::uint8_t { kFlowActive, kFlowDone, kStepDone, kReshare };
+enum class EventKind : std::uint8_t { kFlowActive, kFlowDone, kStepDone, kReshare, kSendReady };
 // The events that name a flow (SimEvent::a).
 inline bool names_flow(EventKind k) {
   return k == EventKind::kFlowActive || k == EventKind::kFlowDone;

@@ -14,9 +14,18 @@
 // when the send is issued, the send is done at once (the data is copied
 // aside, for free), and the receive that meets it completes when the data
 // has landed, at once if it landed before the receive was issued. Buffers are
-// unbounded: no credit ever holds an eager send back. Local copies are free; a reduction (kReduce,
-// or the combine of a kRecvReduce after its data arrived) costs bytes / reduce rate when the
-// endpoint has one, and nothing otherwise.
+// unbounded: no credit ever holds an eager send back.
+//
+// Where the topology has a host overhead o (overhead > 0, LogGP's o), every
+// message costs its sender's host o before its data leaves (the send is
+// posted, and may match, only then; an eager send is done then) and its
+// receiver's host o once the data has landed, before the receive completes.
+// A rank's host handles one message at a time, in the order they come to it:
+// a rank that sends to k peers at once posts the last after k*o. Local copies
+// are free; a reduction (kReduce, or the combine of a kRecvReduce after its
+// data arrived and its overhead was paid) costs bytes / reduce rate when the
+// endpoint has one, and nothing otherwise; reductions do not hold the host
+// (a reduction engine of their own, and they overlap one another).
 #pragma once
 
 #include <cstddef>

@@ -93,6 +93,10 @@ class Topology {
   // send is issued, without waiting for its receive, and the send is done at
   // once (simulator.h). 0 (the default): every transfer is a rendezvous.
   std::uint64_t eager_bytes = 0;
+  // The host time a message costs each end (LogGP's o): a rank's host handles
+  // one message at a time, so a sender pays it before its data leaves and a
+  // receiver after it lands (simulator.h). 0 (the default): none.
+  Time overhead = 0;
   std::string description;  // the spec or file it came from
 
  private:
