@@ -1,13 +1,16 @@
+// The fit of calibrate.h: coefficients read off the simulator one parameter
+// at a time, a weighted least-squares solve, then refinement on the slopes
+// at the solution; and the predictions made with the fitted switch.
 #include "cclab/sim/calibrate.h"
 
 #include <Eigen/Dense>
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
+#include <fmt/ranges.h>
 
 #include "cclab/collectives/error.h"
-#include "cclab/collectives/gloo.h"
 #include "cclab/collectives/selector.h"
 #include "cclab/collectives/types.h"
 #include "cclab/sim/simulator.h"
@@ -16,49 +19,6 @@
 
 namespace cclab::sim {
 namespace {
-
-using nlohmann::json;
-
-[[noreturn]] void bad(const std::string& source, const std::string& field, const std::string& why) {
-  throw InvalidArgument(fmt::format("bench record '{}': {}: {}", source, field, why));
-}
-
-template <typename T>
-T get(const json& obj, const char* key, const std::string& field, const std::string& source) {
-  const auto it = obj.find(key);
-  if (it == obj.end()) bad(source, field, "missing field");
-  try {
-    return it->get<T>();
-  } catch (const json::exception&) {
-    bad(source, field, fmt::format("unexpected value {}", it->dump()));
-  }
-}
-
-// A row of ours that ran and was right; false otherwise. `chunks` is the
-// record's config.chunks where it is one number (older records, whose rows
-// carry none), else 0.
-bool usable_row(const json& r, std::size_t i, const std::string& source, int chunks,
-                MeasuredRow& out) {
-  const std::string field = fmt::format("rows[{}]", i);
-  if (get<bool>(r, "peer", field + ".peer", source) || r.contains("skipped")) return false;
-  const auto algo = get<std::string>(r, "algo", field + ".algo", source);
-  if (algo.rfind("auto", 0) == 0) return false;  // "auto", "auto:4"
-  if (const auto w = r.find("wrong"); w != r.end() && !w->is_null() && w->get<double>() != 0)
-    bad(source, field + ".wrong", "a row with wrong results cannot calibrate anything");
-  // "ring" or "ring:4"; a row's own chunks win over the config's.
-  const auto config =
-      coll::parse_candidate(algo, fmt::format("bench record '{}': {}.algo", source, field));
-  out.algo = config.algo;
-  out.chunks = r.contains("chunks") ? get<int>(r, "chunks", field + ".chunks", source)
-               : algo.find(':') != std::string::npos ? config.chunks
-                                                     : chunks;
-  if (out.chunks < 1)
-    bad(source, field + ".chunks", "missing (neither the row nor config.chunks gives it)");
-  out.bytes = get<std::uint64_t>(r, "size_bytes", field + ".size_bytes", source);
-  out.time_us = get<double>(r, "time_us_median", field + ".time_us_median", source);
-  if (!(out.time_us > 0)) bad(source, field + ".time_us_median", "must be positive");
-  return true;
-}
 
 SimResult simulate_row(const Measurements& m, const MeasuredRow& r, const Topology& t) {
   // Sizes are the whole buffer (cclab bench's), counts a rank's.
@@ -70,138 +30,260 @@ SimResult simulate_row(const Measurements& m, const MeasuredRow& r, const Topolo
   return simulate(t, *sched, {m.elem_bytes, nullptr});
 }
 
-// One parameter at a time (1 us a link, or 1 MB/s), the others out of the
-// way: no latency, free reductions, or a bandwidth this high.
+// One parameter at a time (1 us a link or a message end, or 1 MB/s), the
+// others out of the way: no latency or overhead, free reductions, or a
+// bandwidth this high.
 constexpr const char* kHuge = "1000000000TBps";  // 1e21 B/s: 128 MiB in 0.13 ps
 
-// Per row, the coefficients of (lat in us, 1e6/bw, 1e6/reduce): its
+// The model's parameters, as columns of the coefficient matrix.
+enum Param : int { kLat, kInvBw, kInvReduce, kOverhead, kParams };
+using Params = Eigen::Matrix<double, kParams, 1>;
+
+// Per row, the coefficients of (lat in us, 1e6/bw, 1e6/reduce, o in us): its
 // simulated time in us with each parameter alone at 1 us or 1 MB/s.
 Eigen::MatrixXd coefficients(const Measurements& m) {
   const int n = m.ranks;
   const std::string eager = m.eager_bytes > 0 ? fmt::format(",eager={}", m.eager_bytes) : "";
-  const Topology lat_only =
-      generate_topology(fmt::format("switch:n={},bw={},lat=1us{}", n, kHuge, eager));
+  const std::string quiet = fmt::format("switch:n={},bw={},lat=0{}", n, kHuge, eager);
   // The fabric (cores x bw, see calibrate.h) scales with bw: still linear.
   const std::string fabric = m.cores > 0 ? fmt::format(",fabric={}MBps", m.cores) : "";
-  const Topology bw_only =
-      generate_topology(fmt::format("switch:n={},bw=1MBps,lat=0{}{}", n, fabric, eager));
-  const Topology reduce_only =
-      generate_topology(fmt::format("switch:n={},bw={},lat=0,reduce=1MBps{}", n, kHuge, eager));
-  Eigen::MatrixXd a(static_cast<Eigen::Index>(m.rows.size()), 3);
+  const Topology alone[kParams] = {
+      generate_topology(fmt::format("switch:n={},bw={},lat=1us{}", n, kHuge, eager)),
+      generate_topology(fmt::format("switch:n={},bw=1MBps,lat=0{}{}", n, fabric, eager)),
+      generate_topology(quiet + ",reduce=1MBps"),
+      generate_topology(quiet + ",overhead=1us"),
+  };
+  Eigen::MatrixXd a(static_cast<Eigen::Index>(m.rows.size()), kParams);
+  for (std::size_t i = 0; i < m.rows.size(); ++i)
+    for (int p = 0; p < kParams; ++p)
+      a(static_cast<Eigen::Index>(i), p) = time_to_us(simulate_row(m, m.rows[i], alone[p]).total);
+  return a;
+}
+
+// The model at x (lat and o in us, 1e6/bw and 1e6/reduce in (1 MB/s)^-1; 0:
+// none, free) for record m, with its fabric and eager limit.
+Topology model_at(const Measurements& m, const Params& x) {
+  const double bw = 1e6 / x(kInvBw);
+  std::string spec =
+      fmt::format("switch:n={},bw={:.6f}Bps,lat={}ps", m.ranks, bw, std::llround(x(kLat) * 1e6));
+  if (x(kInvReduce) > 0) spec += fmt::format(",reduce={:.6f}Bps", 1e6 / x(kInvReduce));
+  if (m.cores > 0) spec += fmt::format(",fabric={:.6f}Bps", m.cores * bw);
+  if (m.eager_bytes > 0) spec += fmt::format(",eager={}", m.eager_bytes);
+  if (x(kOverhead) > 0) spec += fmt::format(",overhead={}ps", std::llround(x(kOverhead) * 1e6));
+  return generate_topology(spec);
+}
+
+// Per row, the simulated time at x and its slope in each parameter in `use`
+// (forward differences of 0.1%, and of at least 1 ns for the times, which
+// are whole picoseconds): the coefficients of the piece of the model
+// that x lies on. Simulated times are homogeneous in the parameters (scale
+// them all and every time scales), so on that piece time = slopes . x.
+Eigen::MatrixXd slopes_at(const Measurements& m, const Params& x, const std::vector<int>& use,
+                          Eigen::VectorXd& times) {
+  const Topology here = model_at(m, x);
+  std::vector<Topology> nudged;
+  std::vector<double> steps;
+  for (int p : use) {
+    Params y = x;
+    const bool time = p == kLat || p == kOverhead;
+    steps.push_back(std::max(x(p) * 1e-3, time ? 1e-3 : 1e-12));
+    y(p) += steps.back();
+    nudged.push_back(model_at(m, y));
+  }
+  Eigen::MatrixXd a = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(m.rows.size()), kParams);
+  times.resize(a.rows());
   for (std::size_t i = 0; i < m.rows.size(); ++i) {
-    const auto& r = m.rows[i];
     const auto row = static_cast<Eigen::Index>(i);
-    a(row, 0) = time_to_us(simulate_row(m, r, lat_only).total);     // per us of latency
-    a(row, 1) = time_to_us(simulate_row(m, r, bw_only).total);      // per us/MB moved
-    a(row, 2) = time_to_us(simulate_row(m, r, reduce_only).total);  // per us/MB reduced
+    times(row) = time_to_us(simulate_row(m, m.rows[i], here).total);
+    for (std::size_t j = 0; j < use.size(); ++j)
+      a(row, use[j]) =
+          (time_to_us(simulate_row(m, m.rows[i], nudged[j]).total) - times(row)) / steps[j];
   }
   return a;
 }
 
 // Weighted least squares over the columns in `use` (relative errors: each
-// row divided by its measured time); the unused parameters are 0.
-Eigen::Vector3d solve(const Eigen::MatrixXd& a, const Eigen::VectorXd& t,
-                      const std::vector<int>& use) {
-  Eigen::MatrixXd sub(a.rows(), static_cast<Eigen::Index>(use.size()));
-  for (std::size_t j = 0; j < use.size(); ++j)
-    sub.col(static_cast<Eigen::Index>(j)) = a.col(use[j]).cwiseQuotient(t);
-  const Eigen::VectorXd ones = Eigen::VectorXd::Ones(a.rows());
-  const Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(sub);
-  Eigen::Vector3d x = Eigen::Vector3d::Zero();
-  if (qr.rank() < static_cast<Eigen::Index>(use.size())) return Eigen::Vector3d::Constant(NAN);
-  const Eigen::VectorXd y = qr.solve(ones);
-  for (std::size_t j = 0; j < use.size(); ++j) x(use[j]) = y(static_cast<Eigen::Index>(j));
+// row divided by its measured time); the unused parameters are 0. NaN where
+// the columns in use cannot be told apart: each is scaled to unit length
+// (their units differ by orders of magnitude), and a column within 1e-7 of
+// the span of the others counts as in it (simulated times are whole
+// picoseconds, so columns that are proportional in the model differ by about
+// 1e-8).
+Params solve(const Eigen::MatrixXd& a, const Eigen::VectorXd& t, const std::vector<int>& use) {
+  const auto k = static_cast<Eigen::Index>(use.size());
+  Eigen::MatrixXd sub(a.rows(), k);
+  Eigen::VectorXd scale(k);
+  for (Eigen::Index j = 0; j < k; ++j) {
+    sub.col(j) = a.col(use[static_cast<std::size_t>(j)]).cwiseQuotient(t);
+    scale(j) = sub.col(j).norm();
+    if (!(scale(j) > 0)) return Params::Constant(NAN);  // a parameter no row depends on
+    sub.col(j) /= scale(j);
+  }
+  Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(sub.rows(), k);
+  qr.setThreshold(1e-7);
+  qr.compute(sub);
+  if (qr.rank() < k) return Params::Constant(NAN);
+  const Eigen::VectorXd y = qr.solve(Eigen::VectorXd::Ones(a.rows())).cwiseQuotient(scale);
+  Params x = Params::Zero();
+  for (Eigen::Index j = 0; j < k; ++j) x(use[static_cast<std::size_t>(j)]) = y(j);
   return x;
+}
+
+// The parameters in use, and what the fit had to give up to get there.
+struct Solver {
+  const Eigen::MatrixXd& a;
+  const Eigen::VectorXd& t;
+  std::vector<int> use;
+  std::string note;
+
+  Params without(int p) const {
+    std::vector<int> fewer;
+    for (int q : use)
+      if (q != p) fewer.push_back(q);
+    return solve(a, t, fewer);
+  }
+  void drop(int p, const std::string& why) {
+    std::erase(use, p);
+    note += (note.empty() ? "" : "; ") + why;
+  }
+  bool uses(int p) const { return std::find(use.begin(), use.end(), p) != use.end(); }
+
+  // Columns the rows cannot tell apart: reductions from bytes moved first,
+  // then the overhead from latency, then both.
+  Params separate() {
+    Params x = solve(a, t, use);
+    if (x.allFinite()) return x;
+    if (uses(kInvReduce) && without(kInvReduce).allFinite()) {
+      drop(kInvReduce,
+           "reductions cannot be told from the bytes moved in these rows: folded into bw");
+    } else if (uses(kOverhead) && without(kOverhead).allFinite()) {
+      drop(kOverhead, "the per-message overhead cannot be told from latency in these rows: none");
+    } else {
+      if (uses(kInvReduce))
+        drop(kInvReduce,
+             "reductions cannot be told from the bytes moved in these rows: folded into bw");
+      if (uses(kOverhead))
+        drop(kOverhead, "the per-message overhead cannot be told from latency in these rows: none");
+    }
+    return solve(a, t, use);
+  }
+
+  // Parameters that come out negative, one at a time (dropping a column
+  // keeps the rest separable).
+  Params clamp(Params x) {
+    for (;;) {
+      if (uses(kInvReduce) && x(kInvReduce) < 0)
+        drop(kInvReduce, "reductions fit as free (a negative reduce time came out)");
+      else if (uses(kOverhead) && x(kOverhead) < 0)
+        drop(kOverhead, "the per-message overhead fit as 0 (it came out negative)");
+      else if (uses(kLat) && x(kLat) < 0)
+        drop(kLat, "latency fit as 0 (it came out negative)");
+      else
+        return x;
+      x = solve(a, t, use);
+    }
+  }
+};
+
+// The coefficients of a one-parameter-at-a-time fit hold where the
+// parameters do not interact; a message's host overhead and the latency of
+// the ones in flight overlap, and so do eager transfers and reductions. So
+// the fit is repeated on the slopes at the last solution (Gauss-Newton on a
+// piecewise-linear model) while it lowers the squared relative error, at most
+// 12 times; returns the best solution seen, and leaves in `solver` the
+// columns and note that gave it.
+Params refine(std::span<const Measurements> records, const Eigen::VectorXd& t, Solver& solver,
+              Params x) {
+  Params best = x;
+  double best_error = INFINITY;
+  std::vector<int> use = solver.use;  // what gave x
+  std::string note = solver.note;
+  for (int round = 0; round < 12; ++round) {
+    Eigen::MatrixXd a(t.size(), kParams);
+    Eigen::VectorXd sim(t.size());
+    Eigen::Index at = 0;
+    for (const Measurements& m : records) {
+      Eigen::VectorXd times;
+      const auto n = static_cast<Eigen::Index>(m.rows.size());
+      a.middleRows(at, n) = slopes_at(m, x, use, times);
+      sim.segment(at, n) = times;
+      at += n;
+    }
+    const double error = (sim - t).cwiseQuotient(t).squaredNorm();
+    if (error >= best_error * (1 - 1e-9)) break;
+    best = x, best_error = error;
+    solver.use = use, solver.note = note;
+    Solver next{a, t, use, note};
+    const Params y = next.clamp(next.separate());
+    if (!y.allFinite() || !(y(kInvBw) > 0)) break;
+    x = y, use = next.use, note = next.note;
+  }
+  return best;
+}
+
+// Records fitted together share a backend (its protocol and costs) and a
+// machine; names the first that does not.
+void check_alike(std::span<const Measurements> records) {
+  const Measurements& first = records.front();
+  for (const Measurements& m : records.subspan(1)) {
+    const auto machine = [](const Measurements& r) {
+      return fmt::format("'{}', {} cores", r.cpu_model.empty() ? "?" : r.cpu_model, r.cores);
+    };
+    if (m.backend != first.backend || m.cores != first.cores || m.cpu_model != first.cpu_model)
+      throw InvalidArgument(fmt::format(
+          "bench records '{}' and '{}': records fitted together must share a backend and a "
+          "machine ({} on {} against {} on {}); fit them apart, or --validate one",
+          first.source, m.source, first.backend, machine(first), m.backend, machine(m)));
+  }
 }
 
 }  // namespace
 
-Measurements parse_bench_record(const std::string& json_text, const std::string& source) {
-  json doc;
-  try {
-    doc = json::parse(json_text);
-  } catch (const json::parse_error& e) {
-    throw InvalidArgument(fmt::format("bench record '{}': not JSON ({})", source, e.what()));
+LinkFit fit_switch(std::span<const Measurements> records) {
+  CCLAB_CHECK(!records.empty(), "fit_switch: no records");
+  check_alike(records);
+  std::vector<std::string> sources;
+  Eigen::Index rows = 0;
+  for (const Measurements& m : records) {
+    sources.push_back(m.source);
+    rows += static_cast<Eigen::Index>(m.rows.size());
   }
-  if (!doc.is_object()) bad(source, "(top level)", "expected an object");
-  if (doc.value("tool", "") != "cclab bench") bad(source, "tool", "not a `cclab bench` record");
-  const auto config = doc.find("config");
-  if (config == doc.end() || !config->is_object()) bad(source, "config", "missing object");
-  Measurements m;
-  m.source = source;
-  const auto coll_name = get<std::string>(*config, "coll", "config.coll", source);
-  m.coll = coll::parse_collective(coll_name, fmt::format("bench record '{}': config.coll", source));
-  if (m.coll == coll::CollectiveKind::kBroadcast)
-    m.root = get<int>(*config, "root", "config.root", source);
-  m.backend = get<std::string>(*config, "backend", "config.backend", source);
-  m.ranks = get<int>(*config, "ranks", "config.ranks", source);
-  // One number in records written before --chunks took a list (their rows
-  // carry none), a list since.
-  const auto chunks = config->find("chunks");
-  if (chunks == config->end()) bad(source, "config.chunks", "missing field");
-  if (!chunks->is_number_integer() && !chunks->is_array())
-    bad(source, "config.chunks", fmt::format("unexpected value {}", chunks->dump()));
-  const int config_chunks = chunks->is_number_integer() ? chunks->get<int>() : 0;
-  m.group_size = get<int>(*config, "group_size", "config.group_size", source);
-  m.elem_bytes = coll::dtype_size(coll::parse_dtype(
-      get<std::string>(*config, "dtype", "config.dtype", source), "config.dtype"));
-  if (m.ranks < 2) bad(source, "config.ranks", "needs at least 2 ranks (nothing moves at 1)");
-  if (m.root < 0 || m.root >= m.ranks)
-    bad(source, "config.root", fmt::format("{} is not one of the {} ranks", m.root, m.ranks));
-  if (const auto machine = doc.find("machine"); machine != doc.end() && machine->is_object())
-    m.cores = machine->value("cores", 0);
-  if (m.backend == "gloo") {  // null: the executor's default
-    const auto eager = config->find("eager_bytes");
-    m.eager_bytes = eager == config->end() || eager->is_null()
-                        ? coll::kGlooDefaultEagerBytes
-                        : get<std::uint64_t>(*config, "eager_bytes", "config.eager_bytes", source);
-  }
-  const auto rows = doc.find("rows");
-  if (rows == doc.end() || !rows->is_array()) bad(source, "rows", "missing array");
-  for (std::size_t i = 0; i < rows->size(); ++i) {
-    MeasuredRow r;
-    if (usable_row((*rows)[i], i, source, config_chunks, r)) m.rows.push_back(r);
-  }
-  return m;
-}
-
-Measurements load_bench_record(const std::string& path) {
-  return parse_bench_record(read_text_file(path, "bench record"), path);
-}
-
-LinkFit fit_switch(const Measurements& m) {
-  if (m.rows.size() < 2)
+  const std::string named =
+      fmt::format("bench record{} '{}'", records.size() > 1 ? "s" : "", fmt::join(sources, "', '"));
+  if (rows < 2)
     throw InvalidArgument(fmt::format(
-        "bench record '{}': {} row(s) of ours; a fit needs at least 2 (sizes or algorithms)",
-        m.source, m.rows.size()));
-  const Eigen::MatrixXd a = coefficients(m);
-  Eigen::VectorXd t(a.rows());
-  for (std::size_t i = 0; i < m.rows.size(); ++i)
-    t(static_cast<Eigen::Index>(i)) = m.rows[i].time_us;
+        "{}: {} row(s) of ours; a fit needs at least 2 (sizes or algorithms)", named, rows));
+  Eigen::MatrixXd a(rows, kParams);
+  Eigen::VectorXd t(rows);
+  bool more_than_two = false;
+  Eigen::Index at = 0;
+  for (const Measurements& m : records) {
+    const auto n = static_cast<Eigen::Index>(m.rows.size());
+    a.middleRows(at, n) = coefficients(m);
+    for (Eigen::Index i = 0; i < n; ++i) t(at + i) = m.rows[static_cast<std::size_t>(i)].time_us;
+    at += n;
+    more_than_two = more_than_two || m.ranks > 2;
+  }
+  Solver solver{a, t, {kLat, kInvBw, kInvReduce}, ""};
+  if (more_than_two)
+    solver.use.push_back(kOverhead);
+  else
+    solver.note =
+        "no per-message overhead: at 2 ranks it cannot be told from latency (fit a record of 3 "
+        "or more ranks with this one)";
+  Params x = solver.clamp(solver.separate());
+  if (x.allFinite() && x(kInvBw) > 0) x = refine(records, t, solver, x);
+  if (!x.allFinite() || !(x(kInvBw) > 0))
+    throw InvalidArgument(
+        fmt::format("{}: no positive bandwidth fits these rows (add sizes that move data)", named));
   LinkFit fit;
-  // All three, then without what comes out negative or cannot be told apart.
-  Eigen::Vector3d x = solve(a, t, {0, 1, 2});
-  if (!x.allFinite() || x(2) < 0) {
-    fit.note = std::isfinite(x(2))
-                   ? "reductions fit as free (a negative reduce time came out)"
-                   : "reductions cannot be told from the bytes moved in these rows: folded into bw";
-    x = solve(a, t, {0, 1});
-  }
-  if (x.allFinite() && x(0) < 0) {
-    fit.note +=
-        std::string(fit.note.empty() ? "" : "; ") + "latency fit as 0 (it came out negative)";
-    x = solve(a, t, {1, 2});
-    if (!x.allFinite() || x(2) < 0) x = solve(a, t, {1});
-  }
-  if (!x.allFinite() || !(x(1) > 0))
-    throw InvalidArgument(fmt::format(
-        "bench record '{}': no positive bandwidth fits these rows (add sizes that move data)",
-        m.source));
-  fit.lat_us = x(0);
-  fit.bw_Bps = 1e6 / x(1);  // x(1) in units of (1 MB/s)^-1
-  fit.reduce_Bps = x(2) > 0 ? 1e6 / x(2) : 0;
-  fit.fabric_Bps = m.cores > 0 ? m.cores * fit.bw_Bps : 0;
-  fit.eager_bytes = m.eager_bytes;
+  fit.note = solver.note;
+  fit.lat_us = x(kLat);
+  fit.bw_Bps = 1e6 / x(kInvBw);  // in units of (1 MB/s)^-1
+  fit.reduce_Bps = x(kInvReduce) > 0 ? 1e6 / x(kInvReduce) : 0;
+  fit.fabric_Bps = records.front().cores > 0 ? records.front().cores * fit.bw_Bps : 0;
+  fit.eager_bytes = records.front().eager_bytes;
+  fit.overhead_us = x(kOverhead);
   return fit;
 }
 
@@ -211,6 +293,7 @@ std::string switch_spec(const LinkFit& fit, int ranks) {
   if (fit.reduce_Bps > 0) spec += fmt::format(",reduce={:.3f}MBps", fit.reduce_Bps / 1e6);
   if (fit.fabric_Bps > 0) spec += fmt::format(",fabric={:.3f}MBps", fit.fabric_Bps / 1e6);
   if (fit.eager_bytes > 0) spec += fmt::format(",eager={}", fit.eager_bytes);
+  if (fit.overhead_us > 0) spec += fmt::format(",overhead={:.0f}ps", fit.overhead_us * 1e6);
   return spec;
 }
 

@@ -1,8 +1,9 @@
-// `cclab calibrate`: fits the simulator's switch model to a `cclab bench
-// --json` all-reduce record and prints, row by row, what it then predicts
-// against what was measured; --validate does the same for other records
-// (other rank counts) with the fitted links, e.g.
+// `cclab calibrate`: fits the simulator's switch model to `cclab bench
+// --json` records (together: one backend, one machine) and prints, row by
+// row, what it then predicts against what was measured; --validate does the
+// same for other records (other rank counts) with the fitted links, e.g.
 //   cclab calibrate r2.json --validate r4.json
+//   cclab calibrate r2.json r3.json --validate r4.json   (fits the overhead too)
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -21,7 +22,7 @@ namespace cclab::sim {
 namespace {
 
 struct CalibrateFlags {
-  std::string record;
+  std::vector<std::string> records;
   std::vector<std::string> validate;
 };
 
@@ -82,19 +83,22 @@ void report(const Measurements& m, const std::string& spec) {
 }
 
 void run_calibrate(const CalibrateFlags& f) {
-  const Measurements base = load_bench_record(f.record);
-  std::vector<Measurements> others;
+  std::vector<Measurements> fitted, others;
+  for (const auto& path : f.records) fitted.push_back(load_bench_record(path));
   for (const auto& path : f.validate) others.push_back(load_bench_record(path));
-  const LinkFit fit = fit_switch(base);
+  const LinkFit fit = fit_switch(fitted);
+  for (const Measurements& m : fitted)
+    fmt::print("# cclab calibrate: {} ({} backend, {}{} ranks, {} rows of ours)\n", m.source,
+               m.backend, coll_label(m), m.ranks, m.rows.size());
   fmt::print(
-      "# cclab calibrate: {} ({} backend, {}{} ranks, {} rows of ours)\n"
-      "# fitted: lat {:.1f} ns a link ({:.1f} ns a message), bw {:.3f} GB/s, reduce {}\n",
-      base.source, base.backend, coll_label(base), base.ranks, base.rows.size(), fit.lat_us * 1e3,
-      2 * fit.lat_us * 1e3, fit.bw_Bps / 1e9,
-      fit.reduce_Bps > 0 ? fmt::format("{:.3f} GB/s", fit.reduce_Bps / 1e9) : "free");
+      "# fitted: lat {:.1f} ns a link ({:.1f} ns a message), bw {:.3f} GB/s, reduce {}, "
+      "overhead {}\n",
+      fit.lat_us * 1e3, 2 * fit.lat_us * 1e3, fit.bw_Bps / 1e9,
+      fit.reduce_Bps > 0 ? fmt::format("{:.3f} GB/s", fit.reduce_Bps / 1e9) : "free",
+      fit.overhead_us > 0 ? fmt::format("{:.1f} ns a message end", fit.overhead_us * 1e3) : "none");
   if (!fit.note.empty()) fmt::print("# note: {}\n", fit.note);
-  fmt::print("# topology: {} (n: the ranks)\n", switch_spec(fit, base.ranks));
-  report(base, switch_spec(fit, base.ranks));
+  fmt::print("# topology: {} (n: the ranks)\n", switch_spec(fit, fitted.front().ranks));
+  for (const auto& m : fitted) report(m, switch_spec(fit, m.ranks));
   for (const auto& m : others) report(m, switch_spec(fit, m.ranks));
 }
 
@@ -104,9 +108,11 @@ void add_calibrate_command(CLI::App& app) {
   auto flags = std::make_shared<CalibrateFlags>();
   CLI::App* cmd = app.add_subcommand(
       "calibrate",
-      "Fit the simulator's links to a cclab bench --json record and compare its predictions "
+      "Fit the simulator's links to cclab bench --json records and compare its predictions "
       "with the measurements");
-  cmd->add_option("record", flags->record, "A cclab bench --json all-reduce record to fit")
+  cmd->add_option("records", flags->records,
+                  "cclab bench --json records to fit together (one backend and machine; a record "
+                  "of 3 or more ranks lets the per-message overhead be fitted)")
       ->required();
   cmd->add_option("--validate", flags->validate,
                   "Records (e.g. other rank counts) to predict with the fitted links, unfitted");

@@ -50,6 +50,19 @@ Measurements made_on(
 }
 
 const auto kExact = [](std::size_t) { return 1.0; };
+template <typename Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+constexpr const char* kNoOverheadAtTwoRanks =
+    "no per-message overhead: at 2 ranks it cannot be told from latency (fit a record of 3 or "
+    "more ranks with this one)";
 
 TEST(Calibrate, RecoversTheLinksThatMadeTheTimes) {
   const Measurements m = made_on("switch:n=2,bw=20GBps,lat=400ns,reduce=8GBps", 2, kExact);
@@ -57,7 +70,7 @@ TEST(Calibrate, RecoversTheLinksThatMadeTheTimes) {
   EXPECT_LT(rel_err(fit.lat_us, 0.4), 1e-5);
   EXPECT_LT(rel_err(fit.bw_Bps, 20e9), 1e-5);
   EXPECT_LT(rel_err(fit.reduce_Bps, 8e9), 1e-5);
-  EXPECT_EQ(fit.note, "");
+  EXPECT_EQ(fit.note, kNoOverheadAtTwoRanks);
   for (const auto& c : predict_rows(m, switch_spec(fit, 2)))
     EXPECT_LT(rel_err(c.predicted_us, c.row.time_us), 1e-5)
         << c.row.bytes << " B " << coll::algorithm_name(c.row.algo);
@@ -93,11 +106,24 @@ TEST(Calibrate, OneAlgorithmCannotTellReductionsFromTransfers) {
   const Measurements m =
       made_on("switch:n=2,bw=20GBps,lat=400ns,reduce=5GBps", 2, kExact, {Algorithm::kDirect});
   const LinkFit fit = fit_switch(m);
-  EXPECT_EQ(fit.note,
-            "reductions cannot be told from the bytes moved in these rows: folded into bw");
+  EXPECT_EQ(fit.note, std::string(kNoOverheadAtTwoRanks) +
+                          "; reductions cannot be told from the bytes moved in these rows: "
+                          "folded into bw");
   EXPECT_EQ(fit.reduce_Bps, 0);
   EXPECT_LT(rel_err(fit.bw_Bps, 1 / (1 / 20e9 + 1 / 5e9)), 1e-5);
   EXPECT_LT(rel_err(fit.lat_us, 0.4), 1e-5);
+  // Ring alone at 4 ranks: every step one message each way (latency and
+  // overhead in step), reducing half what it moves (reductions and bytes in
+  // step): both pairs are seen only as their sums.
+  const Measurements ring = made_on("switch:n=4,bw=20GBps,lat=400ns,reduce=5GBps,overhead=1us", 4,
+                                    kExact, {Algorithm::kRing});
+  const LinkFit from_ring = fit_switch(ring);
+  EXPECT_EQ(from_ring.note,
+            "reductions cannot be told from the bytes moved in these rows: folded into bw; the "
+            "per-message overhead cannot be told from latency in these rows: none");
+  EXPECT_LT(rel_err(from_ring.lat_us, 0.4 + 1.0), 1e-5) << "o folded into latency";
+  for (const auto& c : predict_rows(ring, switch_spec(from_ring, 4)))
+    EXPECT_LT(rel_err(c.predicted_us, c.row.time_us), 1e-5) << c.row.bytes << " B";
 }
 
 TEST(Calibrate, SpecRoundTripsThroughTheGenerator) {
@@ -137,6 +163,59 @@ TEST(Calibrate, EagerMessagesAreFittedAsTheBackendSendsThem) {
   for (const auto& c : predict_rows(m, switch_spec(fit_switch(m), 4)))
     worst = std::max(worst, rel_err(c.predicted_us, c.row.time_us));
   EXPECT_GT(worst, 0.05) << "fitted as rendezvous, some row is off";
+}
+
+// A host overhead per message end shows only from 3 ranks, where some steps
+// carry several messages a rank (direct, tree): a 2-rank record and a 4-rank
+// one of the same links, fitted together, give the four parameters back,
+// eager messages and all, and predict every row of both and of an 8-rank
+// record. The 2-rank record alone folds the overhead into latency, which then
+// puts 8-rank direct (7 messages out and 7 in a rank) far too early.
+TEST(Calibrate, OverheadIsFittedFromRecordsOfSeveralRankCounts) {
+  const std::string truth = "bw=5GBps,lat=2us,reduce=30GBps,eager=64K,overhead=3us";
+  std::vector<Measurements> records;
+  for (int ranks : {2, 4, 8}) {
+    records.push_back(made_on(fmt::format("switch:n={},{}", ranks, truth), ranks, kExact));
+    records.back().eager_bytes = 65536;
+  }
+  const LinkFit fit = fit_switch(std::span(records).first(2));
+  EXPECT_EQ(fit.note, "");
+  EXPECT_LT(rel_err(fit.lat_us, 2), 1e-3);
+  EXPECT_LT(rel_err(fit.bw_Bps, 5e9), 1e-3);
+  EXPECT_LT(rel_err(fit.reduce_Bps, 30e9), 1e-3);
+  EXPECT_LT(rel_err(fit.overhead_us, 3), 1e-3);
+  for (const Measurements& m : records)
+    for (const auto& c : predict_rows(m, switch_spec(fit, m.ranks)))
+      EXPECT_LT(rel_err(c.predicted_us, c.row.time_us), 1e-3)
+          << m.ranks << " ranks " << c.row.bytes << " B " << coll::algorithm_name(c.row.algo);
+  const LinkFit two = fit_switch(records[0]);
+  EXPECT_EQ(two.note, kNoOverheadAtTwoRanks);
+  EXPECT_EQ(two.overhead_us, 0);
+  for (const auto& c : predict_rows(records[2], switch_spec(two, 8)))
+    if (c.row.algo == Algorithm::kDirect && c.row.bytes == 1024)
+      EXPECT_LT(c.predicted_us, 0.7 * c.row.time_us);
+}
+
+TEST(Calibrate, RecordsFittedTogetherMustBeAlike) {
+  Measurements a = made_on("switch:n=2,bw=5GBps,lat=2us", 2, kExact);
+  Measurements b = made_on("switch:n=4,bw=5GBps,lat=2us", 4, kExact);
+  a.source = "a.json", b.source = "b.json";
+  a.cpu_model = b.cpu_model = "cpu X";
+  a.cores = b.cores = 2;
+  b.backend = "threads";
+  const std::vector<Measurements> mixed{a, b};
+  EXPECT_EQ(error_of([&] { fit_switch(mixed); }),
+            "bench records 'a.json' and 'b.json': records fitted together must share a backend "
+            "and a machine (sim on 'cpu X', 2 cores against threads on 'cpu X', 2 cores); fit "
+            "them apart, or --validate one");
+  b.backend = "sim", b.cores = 16;
+  const std::vector<Measurements> machines{a, b};
+  EXPECT_NE(error_of([&] { fit_switch(machines); }).find("'cpu X', 16 cores"), std::string::npos);
+  a.rows.clear(), b.rows.resize(1), b.cores = 2;
+  const std::vector<Measurements> few{a, b};
+  EXPECT_EQ(error_of([&] { fit_switch(few); }),
+            "bench records 'a.json', 'b.json': 1 row(s) of ours; a fit needs at least 2 (sizes or "
+            "algorithms)");
 }
 
 // Ranks that share cores: a record made on a switch whose fabric is cores x
@@ -194,16 +273,6 @@ std::string row(const char* algo, int bytes, double us, const std::string& extra
   return fmt::format(
       R"({{"algo": "{}", "peer": false, "size_bytes": {}, "time_us_median": {}, "wrong": 0{}}})",
       algo, bytes, us, extra);
-}
-
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 TEST(Calibrate, GlooRecordsKeepTheirEagerLimit) {

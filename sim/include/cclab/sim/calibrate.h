@@ -4,14 +4,20 @@
 //
 // The model is a `switch` topology: every rank an endpoint with one link up
 // and one down (latency `lat` each, so a message pays 2 lat once, then moves
-// at `bw`), and reductions at `reduce` bytes/s on each endpoint. Every
-// simulated time is then a sum a*lat + b/bw + c/reduce whose coefficients the
-// schedule fixes (a: link latencies on the critical path; b, c: bytes moved
-// and reduced on it). The fit simulates each measured row three times, with
-// one parameter at a time and the other two out of the way, to read off its
+// at `bw`), reductions at `reduce` bytes/s on each endpoint, and a host
+// overhead `o` per message at each end, one message at a time per rank
+// (simulator.h). Every simulated time is then a sum a*lat + b/bw + c/reduce
+// + d*o whose coefficients the schedule fixes (a: link latencies on the
+// critical path; b, c: bytes moved and reduced on it; d: message ends a host
+// handles on it). The fit simulates each measured row four times, with one
+// parameter at a time and the others out of the way, to read off its
 // coefficients, and solves the weighted least-squares problem for
-// (lat, 1/bw, 1/reduce) that minimises the relative errors; a parameter that
-// would come out negative is dropped (0 latency, free reductions).
+// (lat, 1/bw, 1/reduce, o) that minimises the relative errors over the rows
+// of every record it is given (of one backend and machine, any rank counts
+// and collectives); a parameter that would come out negative, or that the
+// rows cannot tell from another, is dropped (0 latency, free reductions, no
+// overhead). At 2 ranks every step is one message each way, so o is only
+// fitted with a record of 3 or more ranks.
 //
 // Where the record names its machine's cores, the ranks are taken to share
 // them: the switch gets a fabric of cores x bw (switch:...,fabric=), so that
@@ -23,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -47,6 +54,7 @@ struct Measurements {
   int group_size = 0;  // hier's, 0: the default
   std::size_t elem_bytes = 4;
   int cores = 0;                  // machine.cores, 0: not recorded
+  std::string cpu_model;          // machine.cpu_model, "": not recorded
   std::uint64_t eager_bytes = 0;  // gloo: the eager limit; 0: rendezvous only
   std::vector<MeasuredRow> rows;
 };
@@ -62,14 +70,19 @@ struct LinkFit {
   double reduce_Bps = 0;          // 0: reductions are free
   double fabric_Bps = 0;          // cores x bw where the record names its cores, else 0 (none)
   std::string note;               // what the fit had to give up, if anything
-  std::uint64_t eager_bytes = 0;  // the record's, kept for the spec
+  std::uint64_t eager_bytes = 0;  // the first record's, kept for the spec
+  double overhead_us = 0;         // per message end; 0: none
 };
 
-// Throws InvalidArgument when fewer than two rows, or no positive bandwidth fits.
-LinkFit fit_switch(const Measurements& m);
+// Fits every row of `records` at once. Throws InvalidArgument when fewer than
+// two rows, when the records come from different backends or machines, or
+// when no positive bandwidth fits.
+LinkFit fit_switch(std::span<const Measurements> records);
+inline LinkFit fit_switch(const Measurements& m) { return fit_switch({&m, 1}); }
 
 // "switch:n=4,bw=12345.000MBps,lat=350000ps,reduce=20000.000MBps,fabric=24690.000MBps"
-// (and ",eager=65536" where the fit has an eager limit)
+// (and ",eager=65536" where the fit has an eager limit, ",overhead=2000000ps"
+// where it has an overhead)
 std::string switch_spec(const LinkFit& fit, int ranks);
 
 // The rows of `m` with the time the simulator predicts for each on `spec`,

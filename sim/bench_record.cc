@@ -1,0 +1,116 @@
+// Reading `cclab bench --json` records for calibration (calibrate.h): the
+// rows of ours that ran and were right, with the config and machine fields
+// the model needs; every error names the file and the field.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cclab/collectives/error.h"
+#include "cclab/collectives/gloo.h"
+#include "cclab/collectives/selector.h"
+#include "cclab/collectives/types.h"
+#include "cclab/sim/calibrate.h"
+
+namespace cclab::sim {
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void bad(const std::string& source, const std::string& field, const std::string& why) {
+  throw InvalidArgument(fmt::format("bench record '{}': {}: {}", source, field, why));
+}
+
+template <typename T>
+T get(const json& obj, const char* key, const std::string& field, const std::string& source) {
+  const auto it = obj.find(key);
+  if (it == obj.end()) bad(source, field, "missing field");
+  try {
+    return it->get<T>();
+  } catch (const json::exception&) {
+    bad(source, field, fmt::format("unexpected value {}", it->dump()));
+  }
+}
+
+// A row of ours that ran and was right; false otherwise. `chunks` is the
+// record's config.chunks where it is one number (older records, whose rows
+// carry none), else 0.
+bool usable_row(const json& r, std::size_t i, const std::string& source, int chunks,
+                MeasuredRow& out) {
+  const std::string field = fmt::format("rows[{}]", i);
+  if (get<bool>(r, "peer", field + ".peer", source) || r.contains("skipped")) return false;
+  const auto algo = get<std::string>(r, "algo", field + ".algo", source);
+  if (algo.rfind("auto", 0) == 0) return false;  // "auto", "auto:4"
+  if (const auto w = r.find("wrong"); w != r.end() && !w->is_null() && w->get<double>() != 0)
+    bad(source, field + ".wrong", "a row with wrong results cannot calibrate anything");
+  // "ring" or "ring:4"; a row's own chunks win over the config's.
+  const auto config =
+      coll::parse_candidate(algo, fmt::format("bench record '{}': {}.algo", source, field));
+  out.algo = config.algo;
+  out.chunks = r.contains("chunks") ? get<int>(r, "chunks", field + ".chunks", source)
+               : algo.find(':') != std::string::npos ? config.chunks
+                                                     : chunks;
+  if (out.chunks < 1)
+    bad(source, field + ".chunks", "missing (neither the row nor config.chunks gives it)");
+  out.bytes = get<std::uint64_t>(r, "size_bytes", field + ".size_bytes", source);
+  out.time_us = get<double>(r, "time_us_median", field + ".time_us_median", source);
+  if (!(out.time_us > 0)) bad(source, field + ".time_us_median", "must be positive");
+  return true;
+}
+
+}  // namespace
+
+Measurements parse_bench_record(const std::string& json_text, const std::string& source) {
+  json doc;
+  try {
+    doc = json::parse(json_text);
+  } catch (const json::parse_error& e) {
+    throw InvalidArgument(fmt::format("bench record '{}': not JSON ({})", source, e.what()));
+  }
+  if (!doc.is_object()) bad(source, "(top level)", "expected an object");
+  if (doc.value("tool", "") != "cclab bench") bad(source, "tool", "not a `cclab bench` record");
+  const auto config = doc.find("config");
+  if (config == doc.end() || !config->is_object()) bad(source, "config", "missing object");
+  Measurements m;
+  m.source = source;
+  const auto coll_name = get<std::string>(*config, "coll", "config.coll", source);
+  m.coll = coll::parse_collective(coll_name, fmt::format("bench record '{}': config.coll", source));
+  if (m.coll == coll::CollectiveKind::kBroadcast)
+    m.root = get<int>(*config, "root", "config.root", source);
+  m.backend = get<std::string>(*config, "backend", "config.backend", source);
+  m.ranks = get<int>(*config, "ranks", "config.ranks", source);
+  // One number in records written before --chunks took a list (their rows
+  // carry none), a list since.
+  const auto chunks = config->find("chunks");
+  if (chunks == config->end()) bad(source, "config.chunks", "missing field");
+  if (!chunks->is_number_integer() && !chunks->is_array())
+    bad(source, "config.chunks", fmt::format("unexpected value {}", chunks->dump()));
+  const int config_chunks = chunks->is_number_integer() ? chunks->get<int>() : 0;
+  m.group_size = get<int>(*config, "group_size", "config.group_size", source);
+  m.elem_bytes = coll::dtype_size(coll::parse_dtype(
+      get<std::string>(*config, "dtype", "config.dtype", source), "config.dtype"));
+  if (m.ranks < 2) bad(source, "config.ranks", "needs at least 2 ranks (nothing moves at 1)");
+  if (m.root < 0 || m.root >= m.ranks)
+    bad(source, "config.root", fmt::format("{} is not one of the {} ranks", m.root, m.ranks));
+  if (const auto machine = doc.find("machine"); machine != doc.end() && machine->is_object()) {
+    m.cores = machine->value("cores", 0);
+    m.cpu_model = machine->value("cpu_model", "");
+  }
+  if (m.backend == "gloo") {  // null: the executor's default
+    const auto eager = config->find("eager_bytes");
+    m.eager_bytes = eager == config->end() || eager->is_null()
+                        ? coll::kGlooDefaultEagerBytes
+                        : get<std::uint64_t>(*config, "eager_bytes", "config.eager_bytes", source);
+  }
+  const auto rows = doc.find("rows");
+  if (rows == doc.end() || !rows->is_array()) bad(source, "rows", "missing array");
+  for (std::size_t i = 0; i < rows->size(); ++i) {
+    MeasuredRow r;
+    if (usable_row((*rows)[i], i, source, config_chunks, r)) m.rows.push_back(r);
+  }
+  return m;
+}
+
+Measurements load_bench_record(const std::string& path) {
+  return parse_bench_record(read_text_file(path, "bench record"), path);
+}
+
+}  // namespace cclab::sim
