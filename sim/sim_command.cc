@@ -162,10 +162,14 @@ void print_row(const Topology& t, const Row& r, CollectiveKind kind, int ranks) 
   const double us = time_to_us(r.result.total);
   const double algbw = us > 0 ? static_cast<double>(r.bytes) / us * 1e-3 : 0;  // GB/s
   const double busbw = algbw * coll::bus_factor(kind, ranks);
-  const std::string neck = r.result.bottleneck < 0
-                               ? "none"
-                               : fmt::format("{} ({:.0f}%)", t.link_name(r.result.bottleneck),
-                                             100 * r.result.bottleneck_utilisation);
+  // The busier of the busiest link and the busiest host.
+  const SimResult& s = r.result;
+  const std::string neck =
+      s.busiest_host >= 0 && s.host_utilisation > s.bottleneck_utilisation
+          ? fmt::format("host r{} ({:.0f}%)", s.busiest_host, 100 * s.host_utilisation)
+      : s.bottleneck < 0
+          ? "none"
+          : fmt::format("{} ({:.0f}%)", t.link_name(s.bottleneck), 100 * s.bottleneck_utilisation);
   fmt::print(" ");
   fmt::print(kColumns, r.bytes, r.count, "f32", redop_name(coll::collective_name(kind)), r.label(),
              fmt::format("{:.2f}", us), fmt::format("{:.2f}", algbw), fmt::format("{:.2f}", busbw),
@@ -192,6 +196,8 @@ void write_json(const std::string& path, const SimFlags& f, const Topology& t, i
          {"time_us", time_to_us(r.result.total)},
          {"bottleneck", r.result.bottleneck < 0 ? "none" : t.link_name(r.result.bottleneck)},
          {"bottleneck_utilisation", r.result.bottleneck_utilisation},
+         {"busiest_host", r.result.busiest_host},
+         {"host_utilisation", r.result.host_utilisation},
          {"events", r.result.events},
          {"flows", r.result.flows}});
   const nlohmann::json config = {

@@ -137,6 +137,7 @@ class Simulation {
       rs.from.reserve(4);  // allocated in rank order, as the rank states are
     }
     network_.set_trace(opts.trace);
+    if (overhead_ > 0) host_busy_.assign(ranks_, 0);
   }
 
   SimResult run() {
@@ -281,6 +282,7 @@ class Simulation {
   Time take_host(int rank) {
     RankState& rs = ranks_state_[rank];
     rs.host_free = std::max(rs.host_free, queue_.now()) + overhead_;
+    host_busy_[rank] += overhead_;
     return rs.host_free;
   }
   // When a receive whose data is in ends: after the receiver's host overhead
@@ -431,6 +433,7 @@ class Simulation {
   std::vector<RankState> ranks_state_;
   std::vector<Transfer> transfers_;
   std::vector<std::uint32_t> free_;
+  std::vector<Time> host_busy_;         // per rank, with an overhead
   std::vector<DeferredSend> deferred_;  // by slot
   std::vector<std::uint32_t> deferred_free_;
   std::uint64_t steps_ = 0;
@@ -448,6 +451,13 @@ SimResult Simulation::result() const {
   r.flows = network_.flows_started();
   r.steps = steps_;
   if (r.total <= 0) return r;
+  for (std::size_t rank = 0; rank < host_busy_.size(); ++rank) {
+    const double u = static_cast<double>(host_busy_[rank]) / static_cast<double>(r.total);
+    if (u > r.host_utilisation) {
+      r.host_utilisation = u;
+      r.busiest_host = static_cast<int>(rank);
+    }
+  }
   for (std::size_t l = 0; l < r.link_bytes.size(); ++l) {
     const double u =
         r.link_bytes[l] / (topo_.link(static_cast<LinkId>(l)).bw_bps * time_to_seconds(r.total));

@@ -219,8 +219,15 @@ TEST(Simulator, OverheadHandlesEachRanksMessagesOneAtATime) {
         const SimResult with = simulate(host, *sched);
         EXPECT_EQ(with.link_bytes, without.link_bytes);
         EXPECT_GT(with.total, without.total);
-        for (int r = 0; r < n; ++r)
+        int most = 0;
+        for (int r = 0; r < n; ++r) {
           EXPECT_GE(with.rank_finish[r], message_ends(*sched, r) * o) << "rank " << r;
+          most = std::max(most, message_ends(*sched, r));
+        }
+        // The busiest host: o for each of its message ends.
+        EXPECT_NEAR(with.host_utilisation * time_to_us(with.total), most * 2.0, 1e-6);
+        EXPECT_EQ(message_ends(*sched, with.busiest_host), most);
+        EXPECT_EQ(without.busiest_host, -1);
       }
     }
   }

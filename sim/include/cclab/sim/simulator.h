@@ -51,6 +51,8 @@ struct SimResult {
   std::vector<double> link_bytes;     // per link of the topology
   LinkId bottleneck = -1;             // the link with the highest utilisation; -1 if none
   double bottleneck_utilisation = 0;  // its bytes / (bw * total)
+  int busiest_host = -1;              // with a host overhead: the rank whose host was busiest
+  double host_utilisation = 0;        // its time on message overheads / total
   std::uint64_t events = 0;           // events the engine processed
   std::uint64_t flows = 0;            // transfers simulated
   std::uint64_t steps = 0;            // steps issued over all ranks
