@@ -190,11 +190,15 @@ struct Solver {
 // the ones in flight overlap, and so do eager transfers and reductions. So
 // the fit is repeated on the slopes at the last solution (Gauss-Newton on a
 // piecewise-linear model) while it lowers the squared relative error, at most
-// 12 times; returns the best solution seen, and leaves in `solver` the
-// columns and note that gave it.
-Params refine(std::span<const Measurements> records, const Eigen::VectorXd& t, Solver& solver,
-              Params x) {
-  Params best = x;
+// 12 times; returns the best solution seen with the slopes at it, and leaves
+// in `solver` the columns and note that gave it.
+struct Refined {
+  Params x;
+  Eigen::MatrixXd slopes;
+};
+Refined refine(std::span<const Measurements> records, const Eigen::VectorXd& t, Solver& solver,
+               Params x) {
+  Refined best{x, {}};
   double best_error = INFINITY;
   std::vector<int> use = solver.use;  // what gave x
   std::string note = solver.note;
@@ -211,7 +215,7 @@ Params refine(std::span<const Measurements> records, const Eigen::VectorXd& t, S
     }
     const double error = (sim - t).cwiseQuotient(t).squaredNorm();
     if (error >= best_error * (1 - 1e-9)) break;
-    best = x, best_error = error;
+    best = {x, a}, best_error = error;
     solver.use = use, solver.note = note;
     Solver next{a, t, use, note};
     const Params y = next.clamp(next.separate());
@@ -219,6 +223,34 @@ Params refine(std::span<const Measurements> records, const Eigen::VectorXd& t, S
     x = y, use = next.use, note = next.note;
   }
   return best;
+}
+
+// Each fitted parameter's standard error relative to its value, from the
+// slopes at the solution: s^2 (J^T J)^-1, J the rows' relative slopes and
+// s^2 their squared relative residuals over (rows - parameters). NaN where
+// there are no more rows than parameters. It says how well the rows pin a
+// parameter down, not how right the model is.
+Params relative_errors(const Eigen::MatrixXd& a, const Eigen::VectorXd& t,
+                       const std::vector<int>& use, const Params& x) {
+  Params out = Params::Constant(NAN);
+  const auto k = static_cast<Eigen::Index>(use.size());
+  if (a.rows() <= k || a.cols() != kParams) return out;
+  Eigen::MatrixXd j(a.rows(), k);
+  Eigen::VectorXd xs(k), scale(k);
+  for (Eigen::Index c = 0; c < k; ++c) {
+    const int p = use[static_cast<std::size_t>(c)];
+    j.col(c) = a.col(p).cwiseQuotient(t);
+    scale(c) = j.col(c).norm();  // unit columns: the units differ by orders of magnitude
+    if (!(scale(c) > 0)) return out;
+    j.col(c) /= scale(c);
+    xs(c) = x(p) * scale(c);
+  }
+  const double s2 =
+      (j * xs - Eigen::VectorXd::Ones(a.rows())).squaredNorm() / static_cast<double>(a.rows() - k);
+  const Eigen::MatrixXd cov = s2 * (j.transpose() * j).inverse();
+  for (Eigen::Index c = 0; c < k; ++c)
+    out(use[static_cast<std::size_t>(c)]) = std::sqrt(cov(c, c)) / std::abs(xs(c));
+  return out;
 }
 
 // Records fitted together share a backend (its protocol and costs) and a
@@ -272,7 +304,12 @@ LinkFit fit_switch(std::span<const Measurements> records) {
         "no per-message overhead: at 2 ranks it cannot be told from latency (fit a record of 3 "
         "or more ranks with this one)";
   Params x = solver.clamp(solver.separate());
-  if (x.allFinite() && x(kInvBw) > 0) x = refine(records, t, solver, x);
+  Params errors = Params::Constant(NAN);
+  if (x.allFinite() && x(kInvBw) > 0) {
+    const Refined r = refine(records, t, solver, x);
+    x = r.x;
+    errors = relative_errors(r.slopes, t, solver.use, x);
+  }
   if (!x.allFinite() || !(x(kInvBw) > 0))
     throw InvalidArgument(
         fmt::format("{}: no positive bandwidth fits these rows (add sizes that move data)", named));
@@ -284,6 +321,10 @@ LinkFit fit_switch(std::span<const Measurements> records) {
   fit.fabric_Bps = records.front().cores > 0 ? records.front().cores * fit.bw_Bps : 0;
   fit.eager_bytes = records.front().eager_bytes;
   fit.overhead_us = x(kOverhead);
+  fit.lat_rel_error = errors(kLat);
+  fit.bw_rel_error = errors(kInvBw);  // 1/bw's, the same to first order
+  fit.reduce_rel_error = errors(kInvReduce);
+  fit.overhead_rel_error = errors(kOverhead);
   return fit;
 }
 

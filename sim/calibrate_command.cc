@@ -5,6 +5,7 @@
 //   cclab calibrate r2.json --validate r4.json
 //   cclab calibrate r2.json r3.json --validate r4.json   (fits the overhead too)
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <string>
@@ -50,6 +51,11 @@ std::string coll_label(const Measurements& m) {
              : fmt::format("{}, ", coll::collective_name(m.coll));
 }
 
+// " +-4%": a parameter's standard error, where the fit has one.
+std::string spread(double rel_error) {
+  return std::isfinite(rel_error) ? fmt::format(" +-{:.0f}%", 100 * rel_error) : "";
+}
+
 // The table of one record, its fastest-per-size agreement and a summary line.
 void report(const Measurements& m, const std::string& spec) {
   const auto rows = predict_rows(m, spec);
@@ -91,11 +97,16 @@ void run_calibrate(const CalibrateFlags& f) {
     fmt::print("# cclab calibrate: {} ({} backend, {}{} ranks, {} rows of ours)\n", m.source,
                m.backend, coll_label(m), m.ranks, m.rows.size());
   fmt::print(
-      "# fitted: lat {:.1f} ns a link ({:.1f} ns a message), bw {:.3f} GB/s, reduce {}, "
+      "# fitted: lat {:.1f} ns a link ({:.1f} ns a message){}, bw {:.3f} GB/s{}, reduce {}, "
       "overhead {}\n",
-      fit.lat_us * 1e3, 2 * fit.lat_us * 1e3, fit.bw_Bps / 1e9,
-      fit.reduce_Bps > 0 ? fmt::format("{:.3f} GB/s", fit.reduce_Bps / 1e9) : "free",
-      fit.overhead_us > 0 ? fmt::format("{:.1f} ns a message end", fit.overhead_us * 1e3) : "none");
+      fit.lat_us * 1e3, 2 * fit.lat_us * 1e3, spread(fit.lat_rel_error), fit.bw_Bps / 1e9,
+      spread(fit.bw_rel_error),
+      fit.reduce_Bps > 0
+          ? fmt::format("{:.3f} GB/s{}", fit.reduce_Bps / 1e9, spread(fit.reduce_rel_error))
+          : "free",
+      fit.overhead_us > 0 ? fmt::format("{:.1f} ns a message end{}", fit.overhead_us * 1e3,
+                                        spread(fit.overhead_rel_error))
+                          : "none");
   if (!fit.note.empty()) fmt::print("# note: {}\n", fit.note);
   fmt::print("# topology: {} (n: the ranks)\n", switch_spec(fit, fitted.front().ranks));
   for (const auto& m : fitted) report(m, switch_spec(fit, m.ranks));

@@ -71,6 +71,9 @@ TEST(Calibrate, RecoversTheLinksThatMadeTheTimes) {
   EXPECT_LT(rel_err(fit.bw_Bps, 20e9), 1e-5);
   EXPECT_LT(rel_err(fit.reduce_Bps, 8e9), 1e-5);
   EXPECT_EQ(fit.note, kNoOverheadAtTwoRanks);
+  // Exact times (to the picosecond): the parameters are pinned within 0.1%.
+  for (double e : {fit.lat_rel_error, fit.bw_rel_error, fit.reduce_rel_error}) EXPECT_LT(e, 1e-3);
+  EXPECT_TRUE(std::isnan(fit.overhead_rel_error)) << "not fitted at 2 ranks";
   for (const auto& c : predict_rows(m, switch_spec(fit, 2)))
     EXPECT_LT(rel_err(c.predicted_us, c.row.time_us), 1e-5)
         << c.row.bytes << " B " << coll::algorithm_name(c.row.algo);
@@ -98,6 +101,15 @@ TEST(Calibrate, NoisyTimesFitNearTheTruth) {
   EXPECT_LT(rel_err(fit.lat_us, 0.4), 0.1);
   EXPECT_LT(rel_err(fit.bw_Bps, 20e9), 0.1);
   EXPECT_LT(rel_err(fit.reduce_Bps, 8e9), 0.1);
+  // The standard errors see the noise, and the truth lies within three.
+  const std::pair<double, double> off_by_spread[] = {
+      {rel_err(fit.lat_us, 0.4), fit.lat_rel_error},
+      {rel_err(1 / fit.bw_Bps, 1 / 20e9), fit.bw_rel_error},
+      {rel_err(1 / fit.reduce_Bps, 1 / 8e9), fit.reduce_rel_error}};
+  for (const auto& [off, spread] : off_by_spread) {
+    EXPECT_GT(spread, 1e-3);
+    EXPECT_LT(off, 3 * spread);
+  }
 }
 
 TEST(Calibrate, OneAlgorithmCannotTellReductionsFromTransfers) {

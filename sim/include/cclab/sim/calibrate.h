@@ -28,6 +28,7 @@
 // backend's transfers are rendezvous.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -72,6 +73,10 @@ struct LinkFit {
   std::string note;               // what the fit had to give up, if anything
   std::uint64_t eager_bytes = 0;  // the first record's, kept for the spec
   double overhead_us = 0;         // per message end; 0: none
+  // Standard errors relative to each value (0.05: +-5%), from the rows'
+  // residuals and slopes at the fit; NaN for a parameter not fitted, or
+  // with no more rows than parameters.
+  double lat_rel_error = NAN, bw_rel_error = NAN, reduce_rel_error = NAN, overhead_rel_error = NAN;
 };
 
 // Fits every row of `records` at once. Throws InvalidArgument when fewer than
