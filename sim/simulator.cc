@@ -277,18 +277,21 @@ class Simulation {
     if (rate <= 0) return from;
     return from + seconds_to_time(static_cast<double>(count * opts_.elem_bytes) / rate);
   }
-  // Reserves the rank's host for one message's overhead, from now or when it
-  // is done with the messages before; returns when that ends.
-  Time take_host(int rank) {
+  // Reserves the rank's host for one message's overhead (the message to or
+  // from `peer`), from now or when it is done with the messages before;
+  // returns when that ends.
+  Time take_host(int rank, int peer, bool sending) {
     RankState& rs = ranks_state_[rank];
-    rs.host_free = std::max(rs.host_free, queue_.now()) + overhead_;
+    const Time start = std::max(rs.host_free, queue_.now());
+    rs.host_free = start + overhead_;
     host_busy_[rank] += overhead_;
+    if (opts_.trace) opts_.trace->host_busy(rank, peer, sending, start, rs.host_free);
     return rs.host_free;
   }
-  // When a receive whose data is in ends: after the receiver's host overhead
-  // and then its reduction, if any.
-  Time recv_end(int dst, const Posted& r) {
-    const Time in = overhead_ > 0 ? take_host(dst) : queue_.now();
+  // When a receive from `src` whose data is in ends: after the receiver's
+  // host overhead and then its reduction, if any.
+  Time recv_end(int src, int dst, const Posted& r) {
+    const Time in = overhead_ > 0 ? take_host(dst, src, false) : queue_.now();
     return r.reduce ? reduce_end(dst, r.count, in) : in;
   }
 
@@ -303,8 +306,9 @@ class Simulation {
       deferred_free_.pop_back();
       deferred_[slot] = {dst, p};
     }
-    queue_.push(take_host(src), SimEvent{EventKind::kSendReady, static_cast<std::uint32_t>(src),
-                                         static_cast<std::uint64_t>(slot)});
+    queue_.push(take_host(src, dst, true),
+                SimEvent{EventKind::kSendReady, static_cast<std::uint32_t>(src),
+                         static_cast<std::uint64_t>(slot)});
     return false;
   }
   void send_ready(int src, std::uint32_t slot) {
@@ -363,7 +367,7 @@ class Simulation {
       return false;
     }
     free_.push_back(send.eager_tag);
-    return ends_now(dst, p.step, recv_end(dst, p));
+    return ends_now(dst, p.step, recv_end(src, dst, p));
   }
 
   void check_counts(int src, int dst, const Posted& send, const Posted& recv) const {
@@ -406,7 +410,7 @@ class Simulation {
     const Transfer t = landed;
     free_.push_back(static_cast<std::uint32_t>(tag));
     if (!t.eager) complete(t.src, t.send.step);
-    end_at(t.dst, t.recv.step, recv_end(t.dst, t.recv));
+    end_at(t.dst, t.recv.step, recv_end(t.src, t.dst, t.recv));
   }
 
   std::string stuck_message(int rank) const {

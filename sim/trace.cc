@@ -1,5 +1,6 @@
 // Trace recording (see trace.h). Ranks are threads of process 0, links are
-// counters of process 1, so a viewer groups them apart.
+// counters of process 1 and hosts threads of process 2, so a viewer groups
+// them apart.
 #include "cclab/sim/trace.h"
 
 #include <fstream>
@@ -37,6 +38,12 @@ void TraceWriter::step_done(int rank, std::int64_t step, Time now) {
   open_.erase(it);
 }
 
+void TraceWriter::host_busy(int rank, int peer, bool sending, Time start, Time end) {
+  events_.push_back(Event{'H', rank, start, end - start,
+                          fmt::format("{} {}", sending ? "send to" : "recv from", peer),
+                          static_cast<double>(peer)});
+}
+
 void TraceWriter::link_rate(LinkId link, double bytes_per_s, Time now) {
   events_.push_back(Event{'C', link, now, 0, "link " + topo_.link_name(link),
                           bytes_per_s / topo_.link(link).bw_bps});
@@ -48,8 +55,18 @@ std::string TraceWriter::to_json() const {
       {{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"args", {{"name", "ranks"}}}});
   list.push_back(
       {{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"args", {{"name", "links"}}}});
+  list.push_back(
+      {{"name", "process_name"}, {"ph", "M"}, {"pid", 2}, {"args", {{"name", "hosts"}}}});
   for (const Event& e : events_) {
-    if (e.phase == 'X')
+    if (e.phase == 'H')
+      list.push_back({{"name", e.name},
+                      {"ph", "X"},
+                      {"pid", 2},
+                      {"tid", e.track},
+                      {"ts", time_to_us(e.start)},
+                      {"dur", time_to_us(e.duration)},
+                      {"args", {{"peer", static_cast<int>(e.value)}}}});
+    else if (e.phase == 'X')
       list.push_back({{"name", e.name},
                       {"ph", "X"},
                       {"pid", 0},

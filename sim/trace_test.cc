@@ -1,10 +1,14 @@
 // The Chrome trace and topology files read from disk.
 #include "cclab/sim/trace.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -32,7 +36,7 @@ TEST(Trace, OneSlicePerStepAndLinkCounters) {
   std::uint64_t slices = 0;
   double max_util = 0, last_util = -1;
   for (const auto& e : doc.at("traceEvents")) {
-    if (e.at("ph") == "X") {
+    if (e.at("ph") == "X" && e.at("pid") == 0) {
       ++slices;
       EXPECT_GE(e.at("dur").get<double>(), 0.0);
       EXPECT_LE(e.at("ts").get<double>() + e.at("dur").get<double>(),
@@ -45,6 +49,38 @@ TEST(Trace, OneSlicePerStepAndLinkCounters) {
   EXPECT_EQ(slices, r.steps);  // every issued step became one slice
   EXPECT_DOUBLE_EQ(max_util, 1.0);
   EXPECT_DOUBLE_EQ(last_util, 0.0);  // the last flow's links drain to idle
+}
+
+// With a host overhead o each rank's host has a slice of o per message end:
+// a 4-rank ring has 6 steps of a send and a receive, so 12 slices a host,
+// one at a time.
+TEST(Trace, HostOverheadHasASlicePerMessageEnd) {
+  const Topology t = generate_topology("switch:n=4,bw=10GBps,lat=1us,overhead=1us");
+  const auto sched =
+      coll::make_schedule({CollectiveKind::kAllReduce, 4, 4000, 0}, {Algorithm::kRing, 1, 0});
+  TraceWriter trace(t);
+  simulate(t, *sched, {4, &trace});
+  std::map<int, std::vector<std::pair<double, double>>> hosts;  // tid -> (ts, dur)
+  const auto doc = nlohmann::json::parse(trace.to_json());
+  for (const auto& e : doc.at("traceEvents"))
+    if (e.at("ph") == "X" && e.at("pid") == 2)
+      hosts[e.at("tid").get<int>()].emplace_back(e.at("ts").get<double>(),
+                                                 e.at("dur").get<double>());
+  ASSERT_EQ(hosts.size(), 4u);
+  for (auto& [rank, slices] : hosts) {
+    EXPECT_EQ(slices.size(), 12u) << "rank " << rank;
+    std::sort(slices.begin(), slices.end());
+    for (std::size_t i = 0; i < slices.size(); ++i) {
+      EXPECT_NEAR(slices[i].second, 1.0, 1e-9);
+      if (i > 0) EXPECT_GE(slices[i].first, slices[i - 1].first + 1.0 - 1e-9);
+    }
+  }
+  const Topology bare = generate_topology("switch:n=4,bw=10GBps,lat=1us");
+  TraceWriter plain(bare);
+  simulate(bare, *sched, {4, &plain});
+  const auto plain_doc = nlohmann::json::parse(plain.to_json());
+  for (const auto& e : plain_doc.at("traceEvents"))
+    EXPECT_FALSE(e.at("ph") == "X" && e.at("pid") == 2) << "no host slices without an overhead";
 }
 
 TEST(TopologyFile, LoadsFromDiskAndNamesTheFile) {

@@ -1,7 +1,8 @@
 // Chrome / Perfetto trace of a simulation (the JSON "traceEvents" format,
 // timestamps in microseconds): one track per rank with a slice per step, from
-// its issue to its completion, and one counter track per link carrying
-// traffic, its utilisation (sum of flow rates / bandwidth) over time.
+// its issue to its completion, one counter track per link carrying
+// traffic, its utilisation (sum of flow rates / bandwidth) over time, and,
+// with a host overhead, a track per rank's host with a slice per message.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,8 @@ class TraceWriter {
 
   void step_issued(int rank, std::int64_t step, const coll::Step& s, Time now);
   void step_done(int rank, std::int64_t step, Time now);
+  // The rank's host spends [start, end) on a message to or from `peer`.
+  void host_busy(int rank, int peer, bool sending, Time start, Time end);
   // The total rate of the flows on a link changed to `bytes_per_s`.
   void link_rate(LinkId link, double bytes_per_s, Time now);
 
@@ -38,7 +41,7 @@ class TraceWriter {
   const Topology& topo_;
   std::unordered_map<std::uint64_t, Open> open_;  // key: rank << 40 | step
   struct Event {
-    char phase = 'X';  // 'X': a step's slice, 'C': a link's counter
+    char phase = 'X';  // 'X': a step's slice, 'C': a link's counter, 'H': a host's slice
     int track = 0;     // rank or link
     Time start = 0, duration = 0;
     std::string name;
