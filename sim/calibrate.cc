@@ -39,6 +39,11 @@ constexpr const char* kHuge = "1000000000TBps";  // 1e21 B/s: 128 MiB in 0.13 ps
 enum Param : int { kLat, kInvBw, kInvReduce, kOverhead, kParams };
 using Params = Eigen::Matrix<double, kParams, 1>;
 
+// ",cpus=N" where the record names its cores: the hosts share them.
+std::string cpus(const Measurements& m) {
+  return m.cores > 0 ? fmt::format(",cpus={}", m.cores) : "";
+}
+
 // Per row, the coefficients of (lat in us, 1e6/bw, 1e6/reduce, o in us): its
 // simulated time in us with each parameter alone at 1 us or 1 MB/s.
 Eigen::MatrixXd coefficients(const Measurements& m) {
@@ -51,7 +56,7 @@ Eigen::MatrixXd coefficients(const Measurements& m) {
       generate_topology(fmt::format("switch:n={},bw={},lat=1us{}", n, kHuge, eager)),
       generate_topology(fmt::format("switch:n={},bw=1MBps,lat=0{}{}", n, fabric, eager)),
       generate_topology(quiet + ",reduce=1MBps"),
-      generate_topology(quiet + ",overhead=1us"),
+      generate_topology(quiet + ",overhead=1us" + cpus(m)),
   };
   Eigen::MatrixXd a(static_cast<Eigen::Index>(m.rows.size()), kParams);
   for (std::size_t i = 0; i < m.rows.size(); ++i)
@@ -69,7 +74,8 @@ Topology model_at(const Measurements& m, const Params& x) {
   if (x(kInvReduce) > 0) spec += fmt::format(",reduce={:.6f}Bps", 1e6 / x(kInvReduce));
   if (m.cores > 0) spec += fmt::format(",fabric={:.6f}Bps", m.cores * bw);
   if (m.eager_bytes > 0) spec += fmt::format(",eager={}", m.eager_bytes);
-  if (x(kOverhead) > 0) spec += fmt::format(",overhead={}ps", std::llround(x(kOverhead) * 1e6));
+  if (x(kOverhead) > 0)
+    spec += fmt::format(",overhead={}ps", std::llround(x(kOverhead) * 1e6)) + cpus(m);
   return generate_topology(spec);
 }
 
@@ -319,6 +325,7 @@ LinkFit fit_switch(std::span<const Measurements> records) {
   fit.bw_Bps = 1e6 / x(kInvBw);  // in units of (1 MB/s)^-1
   fit.reduce_Bps = x(kInvReduce) > 0 ? 1e6 / x(kInvReduce) : 0;
   fit.fabric_Bps = records.front().cores > 0 ? records.front().cores * fit.bw_Bps : 0;
+  fit.host_cpus = records.front().cores;
   fit.eager_bytes = records.front().eager_bytes;
   fit.overhead_us = x(kOverhead);
   fit.lat_rel_error = errors(kLat);
@@ -335,6 +342,7 @@ std::string switch_spec(const LinkFit& fit, int ranks) {
   if (fit.fabric_Bps > 0) spec += fmt::format(",fabric={:.3f}MBps", fit.fabric_Bps / 1e6);
   if (fit.eager_bytes > 0) spec += fmt::format(",eager={}", fit.eager_bytes);
   if (fit.overhead_us > 0) spec += fmt::format(",overhead={:.0f}ps", fit.overhead_us * 1e6);
+  if (fit.overhead_us > 0 && fit.host_cpus > 0) spec += fmt::format(",cpus={}", fit.host_cpus);
   return spec;
 }
 

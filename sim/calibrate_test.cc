@@ -208,6 +208,33 @@ TEST(Calibrate, OverheadIsFittedFromRecordsOfSeveralRankCounts) {
       EXPECT_LT(c.predicted_us, 0.7 * c.row.time_us);
 }
 
+// Ranks that share their cores share them for message overheads too: 2- and
+// 3-rank records made on 2 CPUs (cpus=2, and the fabric of cores x bw) give
+// the overhead back and predict 4 ranks; fitted as if each rank had a CPU of
+// its own, the 4-rank direct rows come out far too fast.
+TEST(Calibrate, RanksSharingCoresShareTheirCpusForOverheads) {
+  const std::string truth =
+      "bw=5GBps,lat=2us,reduce=30GBps,eager=64K,overhead=3us,cpus=2,fabric=10GBps";
+  std::vector<Measurements> records;
+  for (int ranks : {2, 3, 4}) {
+    records.push_back(made_on(fmt::format("switch:n={},{}", ranks, truth), ranks, kExact));
+    records.back().eager_bytes = 65536;
+    records.back().cores = 2;
+  }
+  const LinkFit fit = fit_switch(std::span(records).first(2));
+  EXPECT_EQ(fit.host_cpus, 2);
+  EXPECT_LT(rel_err(fit.overhead_us, 3), 1e-3);
+  EXPECT_LT(rel_err(fit.lat_us, 2), 1e-3);
+  for (const auto& c : predict_rows(records[2], switch_spec(fit, 4)))
+    EXPECT_LT(rel_err(c.predicted_us, c.row.time_us), 1e-3)
+        << c.row.bytes << " B " << coll::algorithm_name(c.row.algo);
+  LinkFit own_cpus = fit;
+  own_cpus.host_cpus = 0;
+  for (const auto& c : predict_rows(records[2], switch_spec(own_cpus, 4)))
+    if (c.row.algo == Algorithm::kDirect && c.row.bytes == 1024)
+      EXPECT_LT(c.predicted_us, 0.7 * c.row.time_us);
+}
+
 TEST(Calibrate, RecordsFittedTogetherMustBeAlike) {
   Measurements a = made_on("switch:n=2,bw=5GBps,lat=2us", 2, kExact);
   Measurements b = made_on("switch:n=4,bw=5GBps,lat=2us", 4, kExact);

@@ -39,7 +39,8 @@
 // topology.h; default: none), and eager=<bytes>: messages up to that size go
 // without waiting for their receive (default 0: none; see simulator.h), and
 // overhead=<time>: the host time a message costs at each end, one message at
-// a time per rank (LogGP's o; default 0).
+// a time per rank (LogGP's o; default 0), and cpus=<n>: the CPUs all ranks'
+// hosts share for that time (default: one per rank).
 // Defaults: bw=100Gbps, lat=1us.
 #include <charconv>
 #include <map>
@@ -97,9 +98,9 @@ class SpecArgs {
   void finish(std::string_view allowed) const {
     for (const auto& [key, value] : values_)
       if (!used_.contains(key))
-        throw InvalidArgument(
-            fmt::format("topology {}: unknown key '{}' (allowed: {}, latf, bwf, eager, overhead)",
-                        name_, key, allowed));
+        throw InvalidArgument(fmt::format(
+            "topology {}: unknown key '{}' (allowed: {}, latf, bwf, eager, overhead, cpus)", name_,
+            key, allowed));
   }
   // The size-dependent correction factors every generator takes.
   Corrections corrections() {
@@ -112,6 +113,7 @@ class SpecArgs {
     return has("eager") ? parse_bytes(required("eager"), field("eager")) : 0;
   }
   Time overhead() { return latency("overhead", "0"); }
+  int host_cpus() { return has("cpus") ? static_cast<int>(integer("cpus", 1)) : 0; }
   std::string field(const std::string& key) const {
     return fmt::format("topology {}: {}", name_, key);
   }
@@ -299,6 +301,7 @@ Topology generate_topology(std::string_view spec) {
   const Corrections corrections = args.corrections();
   const std::uint64_t eager_bytes = args.eager_bytes();
   const Time overhead = args.overhead();
+  const int host_cpus = args.host_cpus();
   Topology t;
   if (name == "switch")
     t = make_switch(args);
@@ -321,6 +324,7 @@ Topology generate_topology(std::string_view spec) {
   t.corrections = corrections;
   t.eager_bytes = eager_bytes;
   t.overhead = overhead;
+  t.host_cpus = host_cpus;
   t.validate(fmt::format("topology {}", name));
   return t;
 }

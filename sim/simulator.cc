@@ -9,8 +9,10 @@
 // data has landed, at once if it already has.
 #include "cclab/sim/simulator.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
+#include <set>
 #include <span>
 
 #include <fmt/format.h>
@@ -138,6 +140,8 @@ class Simulation {
     }
     network_.set_trace(opts.trace);
     if (overhead_ > 0) host_busy_.assign(ranks_, 0);
+    if (overhead_ > 0)
+      for (int c = 0; c < topo.host_cpus; ++c) cpus_.insert(0);
   }
 
   SimResult run() {
@@ -282,11 +286,24 @@ class Simulation {
   // returns when that ends.
   Time take_host(int rank, int peer, bool sending) {
     RankState& rs = ranks_state_[rank];
-    const Time start = std::max(rs.host_free, queue_.now());
+    Time start = std::max(rs.host_free, queue_.now());
+    if (!cpus_.empty()) start = take_cpu(start);
     rs.host_free = start + overhead_;
     host_busy_[rank] += overhead_;
     if (opts_.trace) opts_.trace->host_busy(rank, peer, sending, start, rs.host_free);
     return rs.host_free;
+  }
+  // A shared CPU for a message end the host could start at `ready`: of those
+  // free by then, the one freed last (so that one freed earlier stays for a
+  // rank that is ready earlier), else the first to come free. Returns when
+  // the message end starts.
+  Time take_cpu(Time ready) {
+    auto it = cpus_.upper_bound(ready);
+    if (it != cpus_.begin()) --it;
+    const Time start = std::max(ready, *it);
+    cpus_.erase(it);
+    cpus_.insert(start + overhead_);
+    return start;
   }
   // When a receive from `src` whose data is in ends: after the receiver's
   // host overhead and then its reduction, if any.
@@ -438,6 +455,7 @@ class Simulation {
   std::vector<Transfer> transfers_;
   std::vector<std::uint32_t> free_;
   std::vector<Time> host_busy_;         // per rank, with an overhead
+  std::multiset<Time> cpus_;            // shared CPUs: when each is free
   std::vector<DeferredSend> deferred_;  // by slot
   std::vector<std::uint32_t> deferred_free_;
   std::uint64_t steps_ = 0;

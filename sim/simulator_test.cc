@@ -190,6 +190,27 @@ TEST(Simulator, OverheadAddsTwiceItsTimeToEveryRingStep) {
   }
 }
 
+// Ranks that share CPUs for their message overheads wait for each other:
+// eager direct (one-shot) with no latency and bandwidth to spare keeps one
+// shared CPU busy from start to end, 2n(n-1) message ends of o in all; two
+// CPUs halve that where the work splits evenly (every rank alike); as many
+// CPUs as ranks is the same as a CPU per rank, 2(n-1)o.
+TEST(Simulator, RanksSharingCpusWaitForEachOthersOverheads) {
+  for (int n : {2, 3, 4}) {
+    const auto spec = [](int cpus) {
+      return fmt::format("switch:n=8,bw=1000000000TBps,lat=0,overhead=2us,eager=1G{}",
+                         cpus > 0 ? fmt::format(",cpus={}", cpus) : "");
+    };
+    const auto us = [&](int cpus) {
+      return time_to_us(run(spec(cpus), n, 4096, Algorithm::kDirect).total);
+    };
+    EXPECT_NEAR(us(1), 2.0 * n * (n - 1) * 2.0, 1e-3) << "n=" << n;
+    if (n % 2 == 0) EXPECT_NEAR(us(2), n * (n - 1) * 2.0, 1e-3) << "n=" << n;
+    EXPECT_NEAR(us(n), 2.0 * (n - 1) * 2.0, 1e-3) << "n=" << n;
+    EXPECT_EQ(us(n), us(0)) << "n=" << n;
+  }
+}
+
 // Sends and receives in rank `rank`'s program: the message ends its host handles.
 int message_ends(const coll::Schedule& sched, int rank) {
   int ends = 0;

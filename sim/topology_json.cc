@@ -10,7 +10,8 @@
 //     "latency_factor": [[0, 1.5], [65536, 1.0]],     // optional [from_bytes, factor]
 //     "bandwidth_factor": "0:0.5/64K:0.9",            // bands, or the spec's string form
 //     "eager": "64K",                                 // optional, bytes or "64K": eager limit
-//     "overhead": "2us"                               // optional: host time per message end
+//     "overhead": "2us",                              // optional: host time per message end
+//     "cpus": 2                                       // optional: CPUs the hosts share for it
 //   }
 //
 // Ranks map onto endpoints in the order they are listed. Every error names the
@@ -169,6 +170,13 @@ Topology parse_topology_json(std::string_view text, std::string_view what_view) 
   if (root.contains("eager")) t.eager_bytes = eager_field(root.at("eager"), what + ".eager");
   if (root.contains("overhead"))
     t.overhead = parse_latency(string_field(root, "overhead", what), what + ".overhead");
+  if (root.contains("cpus")) {
+    const json& c = root.at("cpus");
+    if (!c.is_number_unsigned() || c.get<std::uint64_t>() < 1 || c.get<std::uint64_t>() > 1u << 22)
+      throw InvalidArgument(fmt::format("{}.cpus: expected an integer from 1 to {} (got {})", what,
+                                        1 << 22, c.dump()));
+    t.host_cpus = c.get<int>();
+  }
   t.description = what;
   t.validate(what);
   return t;

@@ -176,7 +176,7 @@ TEST(Eager, LimitParsesFromSpecAndJsonAndNamesItsErrors) {
                  "topology switch: eager: 'lots' is not a byte count");
   expect_invalid([] { generate_topology("switch:n=2,eagre=1K"); },
                  "unknown key 'eagre' (allowed: n, bw, lat, reduce, fabric, latf, bwf, eager, "
-                 "overhead)");
+                 "overhead, cpus)");
   const std::string links =
       R"("nodes": [{"name": "a", "kind": "endpoint"}, {"name": "b", "kind": "endpoint"}],
          "links": [{"from": "a", "to": "b", "bw": "1GBps", "lat": "1us"}])";
@@ -197,6 +197,12 @@ TEST(Overhead, ParsesFromSpecAndJsonAndNamesItsErrors) {
                  "topology switch: overhead: latency must not be negative");
   expect_invalid([] { generate_topology("switch:n=2,overhead=fast"); },
                  "topology switch: overhead: malformed latency 'fast'");
+  EXPECT_EQ(generate_topology("switch:n=4,overhead=1us").host_cpus, 0) << "a CPU per rank";
+  EXPECT_EQ(generate_topology("switch:n=4,overhead=1us,cpus=2").host_cpus, 2);
+  expect_invalid([] { generate_topology("switch:n=4,cpus=0"); },
+                 "topology switch: cpus: must be between 1 and");
+  expect_invalid([] { generate_topology("switch:n=4,cpus=two"); },
+                 "topology switch: cpus: 'two' is not an integer");
   const std::string links =
       R"("nodes": [{"name": "a", "kind": "endpoint"}, {"name": "b", "kind": "endpoint"}],
          "links": [{"from": "a", "to": "b", "bw": "1GBps", "lat": "1us"}])";
@@ -205,6 +211,9 @@ TEST(Overhead, ParsesFromSpecAndJsonAndNamesItsErrors) {
   EXPECT_EQ(parse_topology_json("{" + links + "}", "t.json").overhead, 0);
   expect_invalid([&] { parse_topology_json("{" + links + R"(, "overhead": 3})", "t.json"); },
                  "t.json.overhead: expected a string (got 3)");
+  EXPECT_EQ(parse_topology_json("{" + links + R"(, "cpus": 2})", "t.json").host_cpus, 2);
+  expect_invalid([&] { parse_topology_json("{" + links + R"(, "cpus": 0})", "t.json"); },
+                 "t.json.cpus: expected an integer from 1 to 4194304 (got 0)");
   expect_invalid(
       [&] { parse_topology_json("{" + links + R"(, "overhead": "3 parsecs"})", "t.json"); },
       "t.json.overhead: malformed latency '3 parsecs'");

@@ -22,7 +22,9 @@
 // Where the record names its machine's cores, the ranks are taken to share
 // them: the switch gets a fabric of cores x bw (switch:...,fabric=), so that
 // more ranks than cores share what the cores copy, while up to one rank a
-// core each moves at bw. A gloo record's messages up to its eager limit
+// core each moves at bw; and the hosts share that many CPUs for their
+// message overheads (switch:...,cpus=), so that more ranks than cores wait
+// for each other. A gloo record's messages up to its eager limit
 // (config.eager_bytes, else the executor's default) go eagerly, as the
 // executor sends them (switch:...,eager=; simulator.h); every other
 // backend's transfers are rendezvous.
@@ -73,6 +75,7 @@ struct LinkFit {
   std::string note;               // what the fit had to give up, if anything
   std::uint64_t eager_bytes = 0;  // the first record's, kept for the spec
   double overhead_us = 0;         // per message end; 0: none
+  int host_cpus = 0;  // the CPUs the hosts share for it: the record's cores, 0: one a rank
   // Standard errors relative to each value (0.05: +-5%), from the rows'
   // residuals and slopes at the fit; NaN for a parameter not fitted, or
   // with no more rows than parameters.
@@ -87,7 +90,7 @@ inline LinkFit fit_switch(const Measurements& m) { return fit_switch({&m, 1}); }
 
 // "switch:n=4,bw=12345.000MBps,lat=350000ps,reduce=20000.000MBps,fabric=24690.000MBps"
 // (and ",eager=65536" where the fit has an eager limit, ",overhead=2000000ps"
-// where it has an overhead)
+// where it has an overhead, with ",cpus=2" where the record named its cores)
 std::string switch_spec(const LinkFit& fit, int ranks);
 
 // The rows of `m` with the time the simulator predicts for each on `spec`,

@@ -21,7 +21,10 @@
 // posted, and may match, only then; an eager send is done then) and its
 // receiver's host o once the data has landed, before the receive completes.
 // A rank's host handles one message at a time, in the order they come to it:
-// a rank that sends to k peers at once posts the last after k*o. Local copies
+// a rank that sends to k peers at once posts the last after k*o. Where the
+// topology has host_cpus (cpus=N), every message end also needs one of N
+// CPUs shared by all ranks: the first to come free, in the order the ends
+// come to their hosts. Local copies
 // are free; a reduction (kReduce, or the combine of a kRecvReduce after its
 // data arrived and its overhead was paid) costs bytes / reduce rate when the
 // endpoint has one, and nothing otherwise; reductions do not hold the host

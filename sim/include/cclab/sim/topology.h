@@ -97,6 +97,10 @@ class Topology {
   // one message at a time, so a sender pays it before its data leaves and a
   // receiver after it lands (simulator.h). 0 (the default): none.
   Time overhead = 0;
+  // The CPUs the ranks' hosts share for that overhead: a message end needs
+  // one, so with more ranks than CPUs they wait for each other (ranks as
+  // processes on a few cores). 0 (the default): a CPU per rank.
+  int host_cpus = 0;
   std::string description;  // the spec or file it came from
 
  private:
