@@ -57,23 +57,21 @@ std::string TraceWriter::to_json() const {
       {{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"args", {{"name", "links"}}}});
   list.push_back(
       {{"name", "process_name"}, {"ph", "M"}, {"pid", 2}, {"args", {{"name", "hosts"}}}});
+  // A slice on thread `e.track` of process `pid`, with one argument.
+  const auto slice = [](const Event& e, int pid, nlohmann::json args) {
+    return nlohmann::json{{"name", e.name},
+                          {"ph", "X"},
+                          {"pid", pid},
+                          {"tid", e.track},
+                          {"ts", time_to_us(e.start)},
+                          {"dur", time_to_us(e.duration)},
+                          {"args", std::move(args)}};
+  };
   for (const Event& e : events_) {
     if (e.phase == 'H')
-      list.push_back({{"name", e.name},
-                      {"ph", "X"},
-                      {"pid", 2},
-                      {"tid", e.track},
-                      {"ts", time_to_us(e.start)},
-                      {"dur", time_to_us(e.duration)},
-                      {"args", {{"peer", static_cast<int>(e.value)}}}});
+      list.push_back(slice(e, 2, {{"peer", static_cast<int>(e.value)}}));
     else if (e.phase == 'X')
-      list.push_back({{"name", e.name},
-                      {"ph", "X"},
-                      {"pid", 0},
-                      {"tid", e.track},
-                      {"ts", time_to_us(e.start)},
-                      {"dur", time_to_us(e.duration)},
-                      {"args", {{"step", static_cast<std::int64_t>(e.value)}}}});
+      list.push_back(slice(e, 0, {{"step", static_cast<std::int64_t>(e.value)}}));
     else
       list.push_back({{"name", e.name},
                       {"ph", "C"},
