@@ -30,43 +30,13 @@ SimResult simulate_row(const Measurements& m, const MeasuredRow& r, const Topolo
   return simulate(t, *sched, {m.elem_bytes, nullptr});
 }
 
-// One parameter at a time (1 us a link or a message end, or 1 MB/s), the
-// others out of the way: no latency or overhead, free reductions, or a
-// bandwidth this high.
-constexpr const char* kHuge = "1000000000TBps";  // 1e21 B/s: 128 MiB in 0.13 ps
-
 // The model's parameters, as columns of the coefficient matrix.
 enum Param : int { kLat, kInvBw, kInvReduce, kOverhead, kParams };
 using Params = Eigen::Matrix<double, kParams, 1>;
 
-// ",cpus=N" where the record names its cores: the hosts share them.
-std::string cpus(const Measurements& m) {
-  return m.cores > 0 ? fmt::format(",cpus={}", m.cores) : "";
-}
-
-// Per row, the coefficients of (lat in us, 1e6/bw, 1e6/reduce, o in us): its
-// simulated time in us with each parameter alone at 1 us or 1 MB/s.
-Eigen::MatrixXd coefficients(const Measurements& m) {
-  const int n = m.ranks;
-  const std::string eager = m.eager_bytes > 0 ? fmt::format(",eager={}", m.eager_bytes) : "";
-  const std::string quiet = fmt::format("switch:n={},bw={},lat=0{}", n, kHuge, eager);
-  // The fabric (cores x bw, see calibrate.h) scales with bw: still linear.
-  const std::string fabric = m.cores > 0 ? fmt::format(",fabric={}MBps", m.cores) : "";
-  const Topology alone[kParams] = {
-      generate_topology(fmt::format("switch:n={},bw={},lat=1us{}", n, kHuge, eager)),
-      generate_topology(fmt::format("switch:n={},bw=1MBps,lat=0{}{}", n, fabric, eager)),
-      generate_topology(quiet + ",reduce=1MBps"),
-      generate_topology(quiet + ",overhead=1us" + cpus(m)),
-  };
-  Eigen::MatrixXd a(static_cast<Eigen::Index>(m.rows.size()), kParams);
-  for (std::size_t i = 0; i < m.rows.size(); ++i)
-    for (int p = 0; p < kParams; ++p)
-      a(static_cast<Eigen::Index>(i), p) = time_to_us(simulate_row(m, m.rows[i], alone[p]).total);
-  return a;
-}
-
 // The model at x (lat and o in us, 1e6/bw and 1e6/reduce in (1 MB/s)^-1; 0:
-// none, free) for record m, with its fabric and eager limit.
+// none, free) for record m, with its fabric (cores x bw, see calibrate.h),
+// eager limit and shared CPUs.
 Topology model_at(const Measurements& m, const Params& x) {
   const double bw = 1e6 / x(kInvBw);
   std::string spec =
@@ -74,9 +44,26 @@ Topology model_at(const Measurements& m, const Params& x) {
   if (x(kInvReduce) > 0) spec += fmt::format(",reduce={:.6f}Bps", 1e6 / x(kInvReduce));
   if (m.cores > 0) spec += fmt::format(",fabric={:.6f}Bps", m.cores * bw);
   if (m.eager_bytes > 0) spec += fmt::format(",eager={}", m.eager_bytes);
-  if (x(kOverhead) > 0)
-    spec += fmt::format(",overhead={}ps", std::llround(x(kOverhead) * 1e6)) + cpus(m);
+  if (x(kOverhead) > 0) spec += fmt::format(",overhead={}ps", std::llround(x(kOverhead) * 1e6));
+  if (x(kOverhead) > 0 && m.cores > 0) spec += fmt::format(",cpus={}", m.cores);
   return generate_topology(spec);
+}
+
+// Per row, the coefficients of (lat in us, 1e6/bw, 1e6/reduce, o in us): its
+// simulated time in us with each parameter alone at 1 us or 1 MB/s, the
+// others out of the way (no latency or overhead, free reductions, or 1e21
+// B/s: 128 MiB in 0.13 ps). The fabric scales with bw: still linear.
+Eigen::MatrixXd coefficients(const Measurements& m) {
+  Eigen::MatrixXd a(static_cast<Eigen::Index>(m.rows.size()), kParams);
+  for (int p = 0; p < kParams; ++p) {
+    Params alone = Params::Zero();
+    alone(kInvBw) = 1e-15;  // 1e21 B/s
+    alone(p) = 1;
+    const Topology t = model_at(m, alone);
+    for (std::size_t i = 0; i < m.rows.size(); ++i)
+      a(static_cast<Eigen::Index>(i), p) = time_to_us(simulate_row(m, m.rows[i], t).total);
+  }
+  return a;
 }
 
 // Per row, the simulated time at x and its slope in each parameter in `use`

@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
-#include <set>
 #include <span>
 
 #include <fmt/format.h>
@@ -140,8 +139,7 @@ class Simulation {
     }
     network_.set_trace(opts.trace);
     if (overhead_ > 0) host_busy_.assign(ranks_, 0);
-    if (overhead_ > 0)
-      for (int c = 0; c < topo.host_cpus; ++c) cpus_.insert(0);
+    if (overhead_ > 0) cpus_.assign(topo.host_cpus, 0);
   }
 
   SimResult run() {
@@ -298,11 +296,12 @@ class Simulation {
   // rank that is ready earlier), else the first to come free. Returns when
   // the message end starts.
   Time take_cpu(Time ready) {
-    auto it = cpus_.upper_bound(ready);
+    auto it = std::upper_bound(cpus_.begin(), cpus_.end(), ready);
     if (it != cpus_.begin()) --it;
     const Time start = std::max(ready, *it);
-    cpus_.erase(it);
-    cpus_.insert(start + overhead_);
+    *it = start + overhead_;  // later than it was: move it up to stay sorted
+    for (auto next = it + 1; next != cpus_.end() && *next < *it; ++it, ++next)
+      std::iter_swap(it, next);
     return start;
   }
   // When a receive from `src` whose data is in ends: after the receiver's
@@ -455,7 +454,7 @@ class Simulation {
   std::vector<Transfer> transfers_;
   std::vector<std::uint32_t> free_;
   std::vector<Time> host_busy_;         // per rank, with an overhead
-  std::multiset<Time> cpus_;            // shared CPUs: when each is free
+  std::vector<Time> cpus_;              // shared CPUs: when each is free, ascending
   std::vector<DeferredSend> deferred_;  // by slot
   std::vector<std::uint32_t> deferred_free_;
   std::uint64_t steps_ = 0;
