@@ -203,9 +203,11 @@ TEST(Calibrate, OverheadIsFittedFromRecordsOfSeveralRankCounts) {
   const LinkFit two = fit_switch(records[0]);
   EXPECT_EQ(two.note, kNoOverheadAtTwoRanks);
   EXPECT_EQ(two.overhead_us, 0);
-  for (const auto& c : predict_rows(records[2], switch_spec(two, 8)))
-    if (c.row.algo == Algorithm::kDirect && c.row.bytes == 1024)
+  for (const auto& c : predict_rows(records[2], switch_spec(two, 8))) {
+    if (c.row.algo == Algorithm::kDirect && c.row.bytes == 1024) {
       EXPECT_LT(c.predicted_us, 0.7 * c.row.time_us);
+    }
+  }
 }
 
 // Ranks that share their cores share them for message overheads too: 2- and
@@ -230,9 +232,11 @@ TEST(Calibrate, RanksSharingCoresShareTheirCpusForOverheads) {
         << c.row.bytes << " B " << coll::algorithm_name(c.row.algo);
   LinkFit own_cpus = fit;
   own_cpus.host_cpus = 0;
-  for (const auto& c : predict_rows(records[2], switch_spec(own_cpus, 4)))
-    if (c.row.algo == Algorithm::kDirect && c.row.bytes == 1024)
+  for (const auto& c : predict_rows(records[2], switch_spec(own_cpus, 4))) {
+    if (c.row.algo == Algorithm::kDirect && c.row.bytes == 1024) {
       EXPECT_LT(c.predicted_us, 0.7 * c.row.time_us);
+    }
+  }
 }
 
 TEST(Calibrate, RecordsFittedTogetherMustBeAlike) {

@@ -40,8 +40,9 @@ struct SimFlags {
   std::string algos = "all";
   std::string min_bytes = "1K", max_bytes = "64M";
   int step_factor = 4;
-  std::string chunks = "1";  // a comma list: each algorithm runs with each
-  int group_size = 0;        // 0: the topology's hint when it divides --ranks, else the default
+  std::string chunks = "1";    // a comma list: each algorithm runs with each
+  int group_size = 0;          // 0: the topology's hint when it divides --ranks, else the default
+  std::string inner = "ring";  // hier all-reduce: the algorithm between groups
   std::string json_path, trace_path, tune_path;
 };
 
@@ -138,6 +139,29 @@ const char* redop_name(std::string_view coll) {
   return coll == "allgather" || coll == "broadcast" ? "none" : "sum";
 }
 
+// --inner: a flat all-reduce for hier's phase between groups, which only
+// all-reduce's hier has (its reduce-scatter and all-gather run rings), and
+// which a tuning table cannot record (auto runs hier with a ring there).
+Algorithm inner_of(const SimFlags& f) {
+  for (Algorithm a :
+       {Algorithm::kRing, Algorithm::kTree, Algorithm::kHalvingDoubling, Algorithm::kDirect}) {
+    if (coll::algorithm_name(a) != f.inner) continue;
+    if (a != Algorithm::kRing && f.coll != "allreduce")
+      throw InvalidArgument(fmt::format(
+          "--inner: only allreduce's hier has an inner algorithm (--coll {} runs rings in both "
+          "phases)",
+          f.coll));
+    if (a != Algorithm::kRing && !f.tune_path.empty())
+      throw InvalidArgument(fmt::format(
+          "--inner: {} cannot go into a --tune table, which holds an algorithm and chunks per "
+          "size (hier runs its inner ring there)",
+          f.inner));
+    return a;
+  }
+  throw InvalidArgument(fmt::format(
+      "--inner: '{}' is not an inner algorithm (allowed: ring, tree, hd, direct)", f.inner));
+}
+
 int group_size_for(const SimFlags& f, const Topology& t, int ranks) {
   if (f.group_size > 0) return f.group_size;  // make_schedule checks that it divides
   const int hint = t.group_size_hint;
@@ -151,8 +175,8 @@ void print_header(const SimFlags& f, const Topology& t, int ranks, int group) {
       "chunks {}\n",
       t.description, ranks, t.num_endpoints(), t.num_links(), f.coll,
       broadcast ? fmt::format(" (root {})", f.root) : "", redop_name(f.coll), f.chunks);
-  fmt::print("# group size {} (hier, rings)\n#\n#",
-             group > 0 ? group : coll::default_group_size(ranks));
+  fmt::print("# group size {} (hier, rings), hier inner {}\n#\n#",
+             group > 0 ? group : coll::default_group_size(ranks), f.inner);
   fmt::print(kColumns, "size(B)", "count", "type", "redop", "algo", "time(us)", "algbw(GB/s)",
              "busbw(GB/s)", "bottleneck");
   fmt::print("\n");
@@ -210,7 +234,8 @@ void write_json(const std::string& path, const SimFlags& f, const Topology& t, i
       {"max_bytes", f.max_bytes},
       {"step_factor", f.step_factor},
       {"chunks", coll::parse_chunk_list(f.chunks, "--chunks")},
-      {"hier_group_size", group > 0 ? group : coll::default_group_size(ranks)}};
+      {"hier_group_size", group > 0 ? group : coll::default_group_size(ranks)},
+      {"hier_inner", f.inner}};
   const nlohmann::json record = {
       {"tool", "cclab sim"}, {"config", config}, {"rows", std::move(out_rows)}};
   std::ofstream out(path);
@@ -224,6 +249,7 @@ std::vector<Row> sweep(const SimFlags& f, const Topology& topo, int ranks, int g
                        std::uint64_t lo, std::uint64_t hi, TraceWriter* trace) {
   const auto candidates = make_candidates(f);
   const CollectiveKind kind = coll::parse_collective(f.coll, "--coll");
+  const Algorithm inner = inner_of(f);
   std::vector<Row> rows;
   for (std::uint64_t bytes = lo;; bytes *= static_cast<std::uint64_t>(f.step_factor)) {
     const bool last_size = bytes > hi / static_cast<std::uint64_t>(f.step_factor);
@@ -233,7 +259,8 @@ std::vector<Row> sweep(const SimFlags& f, const Topology& topo, int ranks, int g
       const std::uint64_t total = std::max(shape.input_count(), shape.output_count());
       const bool hier_group = coll::uses_groups(c.algo) || c.algo == Algorithm::kAuto;
       Row row{total * kElem, total, c, {}, {}, {}};
-      row.chosen = coll::select_algorithm(shape, kElem, {c.algo, c.chunks, hier_group ? group : 0});
+      row.chosen =
+          coll::select_algorithm(shape, kElem, {c.algo, c.chunks, hier_group ? group : 0, inner});
       const auto sched = coll::make_schedule(shape, row.chosen.config, kElem);
       row.name = sched->name();
       const bool traced = trace != nullptr && last_size && &c == &candidates.back();
@@ -290,6 +317,7 @@ void check_flags(const SimFlags& f, int ranks, std::uint64_t lo, std::uint64_t h
         "--group-size: {} does not divide the {} ranks (allowed: a divisor, or 0 for the default)",
         f.group_size, ranks));
   const auto candidates = make_candidates(f);  // --algo and --chunks, before any output
+  inner_of(f);
   const bool only_auto = std::all_of(candidates.begin(), candidates.end(),
                                      [](const Candidate& c) { return c.algo == Algorithm::kAuto; });
   if (!f.tune_path.empty() && only_auto)
@@ -351,6 +379,9 @@ void add_sim_command(CLI::App& app) {
                   "Pipeline chunks per transfer; a comma list runs each algorithm with each");
   cmd->add_option("--group-size", flags->group_size,
                   "hier, rings: ranks per group (default: the topology's, e.g. gpus per node)");
+  cmd->add_option("--inner", flags->inner,
+                  "hier all-reduce: the algorithm between groups, ring (default), tree, hd or "
+                  "direct");
   cmd->add_option("--json", flags->json_path, "Write the rows as JSON to this file");
   cmd->add_option("--trace", flags->trace_path,
                   "Write a Chrome/Perfetto trace of the last row (largest size, last algorithm)");
