@@ -62,9 +62,7 @@ Algorithm parse_one_algo(std::string_view name, CollectiveKind kind) {
 
 // The cross-group all-reduce of the hierarchical algorithm: any flat all-reduce.
 Algorithm parse_inner(std::string_view name) {
-  std::vector<Algorithm> allowed;
-  for (auto a : coll::algorithms_for(CollectiveKind::kAllReduce))
-    if (a != Algorithm::kHierarchical && a != Algorithm::kRings) allowed.push_back(a);
+  const auto allowed = coll::inner_algorithms();
   for (auto a : allowed)
     if (coll::algorithm_name(a) == name) return a;
   invalid("--inner",

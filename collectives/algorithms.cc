@@ -158,6 +158,13 @@ Algorithm parse_algorithm(std::string_view name, std::string_view what) {
       fmt::format("{}: unknown algorithm '{}' (allowed: {})", what, name, algorithm_names()));
 }
 
+std::vector<Algorithm> inner_algorithms() {
+  std::vector<Algorithm> out;
+  for (Algorithm a : kAllAlgorithms)
+    if (a != Algorithm::kHierarchical && a != Algorithm::kRings) out.push_back(a);
+  return out;
+}
+
 std::vector<Algorithm> algorithms_for(CollectiveKind kind) {
   switch (kind) {
     case CollectiveKind::kAllReduce:

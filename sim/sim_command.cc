@@ -17,6 +17,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "cclab/collectives/algorithms.h"
@@ -143,8 +144,9 @@ const char* redop_name(std::string_view coll) {
 // all-reduce's hier has (its reduce-scatter and all-gather run rings), and
 // which a tuning table cannot record (auto runs hier with a ring there).
 Algorithm inner_of(const SimFlags& f) {
-  for (Algorithm a :
-       {Algorithm::kRing, Algorithm::kTree, Algorithm::kHalvingDoubling, Algorithm::kDirect}) {
+  std::vector<std::string_view> names;
+  for (Algorithm a : coll::inner_algorithms()) {
+    names.push_back(coll::algorithm_name(a));
     if (coll::algorithm_name(a) != f.inner) continue;
     if (a != Algorithm::kRing && f.coll != "allreduce")
       throw InvalidArgument(fmt::format(
@@ -158,8 +160,8 @@ Algorithm inner_of(const SimFlags& f) {
           f.inner));
     return a;
   }
-  throw InvalidArgument(fmt::format(
-      "--inner: '{}' is not an inner algorithm (allowed: ring, tree, hd, direct)", f.inner));
+  throw InvalidArgument(fmt::format("--inner: '{}' is not an inner algorithm (allowed: {})",
+                                    f.inner, fmt::join(names, ", ")));
 }
 
 int group_size_for(const SimFlags& f, const Topology& t, int ranks) {

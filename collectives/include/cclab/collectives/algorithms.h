@@ -51,6 +51,9 @@ struct AlgoConfig {
 // Which algorithms implement a collective (kAuto excluded), in display order.
 std::vector<Algorithm> algorithms_for(CollectiveKind kind);
 bool supports(CollectiveKind kind, Algorithm a);
+// What hier all-reduce may run between groups (AlgoConfig::inner): the flat
+// all-reduces, in display order.
+std::vector<Algorithm> inner_algorithms();
 
 // The group size the hierarchical algorithm uses when none is given and no
 // topology says otherwise: the smallest divisor of `ranks` that is at least
