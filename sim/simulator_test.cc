@@ -205,7 +205,9 @@ TEST(Simulator, RanksSharingCpusWaitForEachOthersOverheads) {
       return time_to_us(run(spec(cpus), n, 4096, Algorithm::kDirect).total);
     };
     EXPECT_NEAR(us(1), 2.0 * n * (n - 1) * 2.0, 1e-3) << "n=" << n;
-    if (n % 2 == 0) EXPECT_NEAR(us(2), n * (n - 1) * 2.0, 1e-3) << "n=" << n;
+    if (n % 2 == 0) {
+      EXPECT_NEAR(us(2), n * (n - 1) * 2.0, 1e-3) << "n=" << n;
+    }
     EXPECT_NEAR(us(n), 2.0 * (n - 1) * 2.0, 1e-3) << "n=" << n;
     EXPECT_EQ(us(n), us(0)) << "n=" << n;
   }

@@ -72,7 +72,9 @@ TEST(Trace, HostOverheadHasASlicePerMessageEnd) {
     std::sort(slices.begin(), slices.end());
     for (std::size_t i = 0; i < slices.size(); ++i) {
       EXPECT_NEAR(slices[i].second, 1.0, 1e-9);
-      if (i > 0) EXPECT_GE(slices[i].first, slices[i - 1].first + 1.0 - 1e-9);
+      if (i > 0) {
+        EXPECT_GE(slices[i].first, slices[i - 1].first + 1.0 - 1e-9);
+      }
     }
   }
   const Topology bare = generate_topology("switch:n=4,bw=10GBps,lat=1us");
