@@ -100,7 +100,11 @@ TEST(Resolve, RejectsBadValuesNamingTheFlag) {
                  "--timing: unknown timing 'wall' (allowed: rank, span)");
   expect_invalid(with([](auto& f) { f.step_factor = 1; }), "-f/--stepfactor");
   expect_invalid(with([](auto& f) { f.root = 2; }), "--root");
-  expect_invalid(with([](auto& f) { f.inner = "hier"; }), "--inner");
+  expect_invalid(with([](auto& f) { f.inner = "hier"; }),
+                 "--inner: 'hier' is not an inner algorithm (allowed: ring, tree, hd, direct)");
+  expect_invalid(with([](auto& f) { f.inner = "tree,ring,tree"; }),
+                 "--inner: 'tree' is given twice");
+  expect_invalid(with([](auto& f) { f.inner = "ring,"; }), "--inner: '' is not an inner");
   expect_invalid(with([](auto& f) { f.ranks = 4, f.group_size = 3; }),
                  "--group-size: 3 does not divide --ranks 4 (allowed: 1, 2, 4");
 }
@@ -649,6 +653,56 @@ TEST(Sweep, ChunkListRowsAreLabelledAndExact) {
   EXPECT_EQ(record["config"]["chunks"], nlohmann::json::array({1, 3}));
   EXPECT_EQ(record["rows"][1]["algo"], "ring:3");
   EXPECT_EQ(record["rows"][1]["chunks"], 3);
+}
+
+// --inner ring,tree,direct: hier runs with each, the others once; every row
+// is checked against the naive reduction, and the labels name the inner one.
+TEST(Sweep, InnerListRunsHierWithEach) {
+  BenchFlags f;
+  f.ranks = 4, f.algo = "ring,hier", f.inner = "ring,tree,direct", f.group_size = 2;
+  f.min_bytes = "16", f.max_bytes = "16K", f.step_factor = 1024, f.iters = 2, f.warmup = 0;
+  const auto c = resolve(f);
+  auto backend = make_backend("threads", c.ranks, c.timeout);
+  const auto rows = run_sweep(c, *backend);
+  const std::vector<std::string> labels = {"ring", "hier", "hier/tree", "hier/direct"};
+  ASSERT_EQ(rows.size(), sweep_sizes(c).size() * labels.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(algo_label(rows[i]), labels[i % labels.size()]);
+    EXPECT_EQ(rows[i].wrong, 0u) << algo_label(rows[i]) << " " << rows[i].bytes << " B";
+  }
+  const auto record = to_json(c, rows);
+  EXPECT_EQ(record["config"]["inner"], "ring,tree,direct");
+  EXPECT_EQ(record["rows"][2]["algo"], "hier/tree");
+}
+
+// A measured table records hier's inner algorithm, so that `auto` runs what
+// was timed (it ran hier with the ring before tables had the field).
+TEST(Report, TuningTableRecordsHiersInnerAlgorithm) {
+  BenchFlags f;
+  f.ranks = 4, f.algo = "hier", f.inner = "ring,direct", f.min_bytes = "1K", f.max_bytes = "1M",
+  f.step_factor = 1024;
+  auto c = resolve(f);
+  c.tune_path = testing::TempDir() + "inner_table.json";
+  const auto row = [&](std::uint64_t bytes, Algorithm inner, double us) {
+    SweepRow r;
+    r.bytes = bytes, r.count = bytes / 4, r.algo = Algorithm::kHierarchical, r.inner = inner;
+    summarize({us, us, us}, c, r);
+    return r;
+  };
+  std::ostringstream out;
+  write_tuning_table(out, c,
+                     {row(1024, Algorithm::kRing, 30), row(1024, Algorithm::kDirect, 10),
+                      row(1 << 20, Algorithm::kRing, 500), row(1 << 20, Algorithm::kDirect, 900)});
+  const auto table = coll::load_tuning_table(c.tune_path);
+  ASSERT_EQ(table.bands.size(), 2u) << out.str();
+  EXPECT_EQ(table.bands[0].inner, Algorithm::kDirect);
+  EXPECT_EQ(table.bands[1].inner, Algorithm::kRing);
+  EXPECT_NE(out.str().find("hier/direct"), std::string::npos) << out.str();
+  const coll::SelectorSettings settings{{}, {table}};
+  const coll::CollectiveShape shape{coll::CollectiveKind::kAllReduce, 4, 256};
+  const auto small = coll::select_algorithm(shape, 4, {}, settings);
+  EXPECT_EQ(small.config.algo, Algorithm::kHierarchical);
+  EXPECT_EQ(small.config.inner, Algorithm::kDirect) << small.reason;
 }
 
 // A measured table chooses chunks as well as the algorithm: at each size the

@@ -60,15 +60,6 @@ Algorithm parse_one_algo(std::string_view name, CollectiveKind kind) {
                                 names_of(allowed), peer_names_for_help()));
 }
 
-// The cross-group all-reduce of the hierarchical algorithm: any flat all-reduce.
-Algorithm parse_inner(std::string_view name) {
-  const auto allowed = coll::inner_algorithms();
-  for (auto a : allowed)
-    if (coll::algorithm_name(a) == name) return a;
-  invalid("--inner",
-          fmt::format("unknown inner algorithm '{}' (allowed: {})", name, names_of(allowed)));
-}
-
 int parse_group_size(int group_size, int ranks) {
   at_least(group_size, 0, "--group-size");
   if (group_size == 0 || ranks % group_size == 0) return group_size;
@@ -99,7 +90,7 @@ void preflight(const BenchConfig& c) {
 
 }  // namespace
 
-coll::AlgoConfig BenchConfig::algo_config(Algorithm algo, int chunk_count) const {
+coll::AlgoConfig BenchConfig::algo_config(Algorithm algo, int chunk_count, Algorithm inner) const {
   return coll::AlgoConfig{algo, chunk_count, group_size, inner};
 }
 
@@ -107,10 +98,13 @@ std::vector<coll::AlgoConfig> BenchConfig::ours() const {
   std::vector<coll::AlgoConfig> out;
   for (Algorithm a : algos) {
     if (a == Algorithm::kAuto) {
-      out.push_back(algo_config(a, chunks.front()));
+      out.push_back(algo_config(a, chunks.front(), inners.front()));
       continue;
     }
-    for (int n : chunks) out.push_back(algo_config(a, n));
+    for (Algorithm inner : inners) {
+      for (int n : chunks) out.push_back(algo_config(a, n, inner));
+      if (a != Algorithm::kHierarchical) break;  // the others have no inner algorithm
+    }
   }
   return out;
 }
@@ -252,7 +246,7 @@ BenchConfig resolve(const BenchFlags& f) {
   c.in_place = f.in_place;
   c.chunks = coll::parse_chunk_list(f.chunks, "--chunks");
   c.group_size = parse_group_size(f.group_size, c.ranks);
-  c.inner = parse_inner(f.inner);
+  c.inners = coll::parse_inner_list(f.inner, "--inner");
   c.timeout = std::chrono::milliseconds(at_least(f.timeout_ms, 1, "--timeout-ms"));
   c.json_path = f.json_path;
   c.compare = f.compare;

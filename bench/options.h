@@ -83,7 +83,8 @@ struct BenchConfig {
   bool in_place = false;
   std::vector<int> chunks = {1};  // each of ours (but auto) runs with each, in this order
   int group_size = 0;
-  coll::Algorithm inner = coll::Algorithm::kRing;
+  // hier's inner algorithms (--inner): hier runs with each, the others once
+  std::vector<coll::Algorithm> inners = {coll::Algorithm::kRing};
   std::chrono::milliseconds timeout{30000};
   std::string json_path;
   std::string tune_path;
@@ -98,10 +99,10 @@ struct BenchConfig {
   std::string mpi_unavailable;
 
   // The algorithm choice for one row of the sweep.
-  coll::AlgoConfig algo_config(coll::Algorithm algo, int chunks) const;
-  // Our rows of each size, in order: every algorithm with every chunk count,
-  // `auto` once (with the first: its choice keeps them unless a table or
-  // CCLAB_ALGO gives its own).
+  coll::AlgoConfig algo_config(coll::Algorithm algo, int chunks, coll::Algorithm inner) const;
+  // Our rows of each size, in order: every algorithm with every chunk count
+  // (hier with every inner algorithm too), `auto` once (with the first: its choice keeps them
+  // unless a table or CCLAB_ALGO gives its own).
   std::vector<coll::AlgoConfig> ours() const;
 };
 

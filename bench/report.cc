@@ -39,6 +39,14 @@ bool uses_hier(const BenchConfig& c) {
   return false;
 }
 
+// --inner as given: "ring", "ring,tree".
+std::string inner_names(const BenchConfig& c) {
+  std::string out;
+  for (auto a : c.inners)
+    out += fmt::format("{}{}", out.empty() ? "" : ",", coll::algorithm_name(a));
+  return out;
+}
+
 // The columns, shared by the header line (after '#') and the rows (after ' ').
 constexpr const char* kColumns =
     "{:>11} {:>12} {:>5} {:>6} {:>7} {:>11} {:>12} {:>12} {:>7} {:>11} {:>7}";
@@ -60,7 +68,7 @@ void print_header(std::ostream& out, const BenchConfig& c,
   if (uses_hier(c))
     out << fmt::format(", group size {} (hier, rings), hier inner {}",
                        c.group_size > 0 ? c.group_size : coll::default_group_size(c.ranks),
-                       coll::algorithm_name(c.inner));
+                       inner_names(c));
   out << '\n';
   if (!c.placement.empty()) out << "# " << c.placement << '\n';
   if (c.backend == "gloo")
@@ -98,8 +106,7 @@ void print_row(std::ostream& out, const BenchConfig& c, const SweepRow& r) {
                      fmt::format("{:.1f}", r.csw_median))
       << '\n';
   if (r.peer.empty() && r.algo == coll::Algorithm::kAuto)
-    out << fmt::format("#   auto: {} ({})\n",
-                       coll::candidate_label(r.chosen.config.algo, r.chosen.config.chunks),
+    out << fmt::format("#   auto: {} ({})\n", coll::candidate_label(r.chosen.config),
                        r.chosen.reason);
 }
 
@@ -134,7 +141,7 @@ nlohmann::json config_json(const BenchConfig& c) {
           {"in_place", c.in_place},
           {"chunks", c.chunks},
           {"group_size", c.group_size},
-          {"inner", coll::algorithm_name(c.inner)},
+          {"inner", inner_names(c)},
           {"timeout_ms", c.timeout.count()},
           {"json", c.json_path},
           {"pin", c.pin},
@@ -164,7 +171,7 @@ nlohmann::json row_json(const BenchConfig& c, const SweepRow& r) {
   if (!r.skipped.empty()) row["skipped"] = r.skipped;
   if (r.peer.empty()) row["chunks"] = r.chunks;
   if (r.peer.empty() && r.algo == coll::Algorithm::kAuto) {
-    row["chosen"] = coll::candidate_label(r.chosen.config.algo, r.chosen.config.chunks);
+    row["chosen"] = coll::candidate_label(r.chosen.config);
     row["reason"] = r.chosen.reason;
   }
   // Every timed call, in order: with --interleave, index i of every row of a
@@ -311,8 +318,8 @@ void write_tuning_table(std::ostream& out, const BenchConfig& c,
   std::vector<coll::TimedCandidate> times;
   for (const auto& r : rows)
     if (r.peer.empty() && r.algo != coll::Algorithm::kAuto && r.skipped.empty())
-      times.push_back(
-          {r.bytes, r.algo, r.chunks, r.time_us_median, quantile(r, 0.25), quantile(r, 0.75)});
+      times.push_back({r.bytes, r.algo, r.chunks, r.time_us_median, quantile(r, 0.25),
+                       quantile(r, 0.75), r.inner});
   coll::TuningTable table = coll::tuning_table_from_times(times);
   table.tool = "cclab bench --tune";
   table.topology = fmt::format("measured by cclab bench --backend {} on {}, {} cores", c.backend,

@@ -223,6 +223,7 @@ class RankRunner {
     const Call call = buffers_.call(shape_for(config_, size.count), algo);
     SweepRow out = new_row(size, algo.algo, "");
     out.chunks = algo.chunks;
+    out.inner = algo.inner;
     coll::Communicator& comm = our_comm(algo_label(out));
     if (config_.check) check(comm, call, row);
     if (config_.in_place) buffers_.fill_input(expect_, call);
@@ -457,7 +458,7 @@ class RankRunner {
 }  // namespace
 
 std::string algo_label(const SweepRow& row) {
-  return row.peer.empty() ? coll::candidate_label(row.algo, row.chunks) : row.peer;
+  return row.peer.empty() ? coll::candidate_label(row.algo, row.chunks, row.inner) : row.peer;
 }
 
 std::vector<int> interleaved_order(int rows, int iteration) {

@@ -24,8 +24,9 @@ namespace cclab::bench {
 struct SweepRow {
   std::uint64_t bytes = 0;
   std::uint64_t count = 0;
-  coll::Algorithm algo = coll::Algorithm::kRing;  // ours, when peer is empty
-  int chunks = 1;                                 // ours: the pipeline chunks asked for
+  coll::Algorithm algo = coll::Algorithm::kRing;   // ours, when peer is empty
+  int chunks = 1;                                  // ours: the pipeline chunks asked for
+  coll::Algorithm inner = coll::Algorithm::kRing;  // ours: hier's inner algorithm
   coll::Selection chosen;  // for `auto`: what the selector chose at this size, and why
   std::string peer;        // a peer's name (see peers.h)
   std::string skipped;     // why the row did not run
@@ -45,7 +46,8 @@ struct SweepRow {
   std::vector<double> times_us;
 };
 
-// The algorithm column: ours by name with its chunks ("ring", "ring:4"; see
+// The algorithm column: ours by name with its chunks ("ring", "ring:4",
+// "hier/tree"; see
 // coll::candidate_label), or the peer's name.
 std::string algo_label(const SweepRow& row);
 

@@ -165,6 +165,30 @@ std::vector<Algorithm> inner_algorithms() {
   return out;
 }
 
+Algorithm parse_inner(std::string_view name, std::string_view what) {
+  std::string allowed;
+  for (Algorithm a : inner_algorithms()) {
+    if (algorithm_name(a) == name) return a;
+    allowed += fmt::format("{}{}", allowed.empty() ? "" : ", ", algorithm_name(a));
+  }
+  throw InvalidArgument(
+      fmt::format("{}: '{}' is not an inner algorithm (allowed: {})", what, name, allowed));
+}
+
+std::vector<Algorithm> parse_inner_list(std::string_view text, std::string_view what) {
+  std::vector<Algorithm> out;
+  for (std::size_t pos = 0;;) {
+    const auto comma = text.find(',', pos);
+    const Algorithm a = parse_inner(text.substr(pos, comma - pos), what);
+    if (std::find(out.begin(), out.end(), a) != out.end())
+      throw InvalidArgument(fmt::format("{}: '{}' is given twice (each inner algorithm once)", what,
+                                        algorithm_name(a)));
+    out.push_back(a);
+    if (comma == std::string_view::npos) return out;
+    pos = comma + 1;
+  }
+}
+
 std::vector<Algorithm> algorithms_for(CollectiveKind kind) {
   switch (kind) {
     case CollectiveKind::kAllReduce:

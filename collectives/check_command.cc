@@ -90,10 +90,7 @@ int run_check(const CheckArgs& a) {
   const CollectiveKind kind = parse_collective(a.coll, "--coll");
   const auto [lo, hi] = parse_range(a.ranks);
   validate(a, lo);
-  const Algorithm inner = parse_algorithm(a.inner, "--inner");
-  if (inner == Algorithm::kHierarchical || inner == Algorithm::kRings || inner == Algorithm::kAuto)
-    throw InvalidArgument(fmt::format(
-        "--inner: '{}' is not a cross-group algorithm (allowed: ring, tree, hd, direct)", a.inner));
+  const auto inners = parse_inner_list(a.inner, "--inner");
   const auto count = static_cast<std::uint64_t>(a.count);
   const auto chunk_counts = parse_chunk_list(a.chunks, "--chunks");
   int failures = 0, checked = 0;
@@ -104,9 +101,12 @@ int run_check(const CheckArgs& a) {
                    algorithm_name(algo), n, a.group_size, n);
         continue;
       }
-      for (int chunks : chunk_counts)
-        failures +=
-            check_both_ways(a, {kind, n, count, a.root}, {algo, chunks, a.group_size, inner});
+      for (Algorithm inner : inners) {
+        for (int chunks : chunk_counts)
+          failures +=
+              check_both_ways(a, {kind, n, count, a.root}, {algo, chunks, a.group_size, inner});
+        if (algo != Algorithm::kHierarchical) break;  // the others have no inner algorithm
+      }
       ++checked;
     }
   }
@@ -127,7 +127,8 @@ void add_check_command(CLI::App& app) {
   cmd->add_option("--count", args->count, "elements per rank (see cclab bench for the meaning)");
   cmd->add_option("--chunks", args->chunks, "pipeline chunks; a comma list checks each (1,3)");
   cmd->add_option("--group-size", args->group_size, "hierarchical group size (0: default)");
-  cmd->add_option("--inner", args->inner, "hierarchical inner algorithm");
+  cmd->add_option("--inner", args->inner,
+                  "hier's inner algorithm (ring, tree, hd, direct); a comma list checks each");
   cmd->add_option("--root", args->root, "broadcast root");
   cmd->callback([args] {
     const int rc = run_check(*args);

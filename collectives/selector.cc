@@ -40,6 +40,23 @@ T field_as(const json& obj, const char* key, const std::string& field, const std
   }
 }
 
+// A band's "inner": hier's algorithm between groups, which only all-reduce's
+// hier has.
+Algorithm parse_band_inner(const json& b, Algorithm algo, CollectiveKind kind,
+                           const std::string& field, const std::string& source) {
+  const auto name = field_as<std::string>(b, "inner", field + ".inner", source, "a string");
+  if (algo != Algorithm::kHierarchical)
+    bad_field(source, field + ".inner",
+              fmt::format("only hier has an inner algorithm, not '{}'", algorithm_name(algo)));
+  const Algorithm inner =
+      parse_inner(name, fmt::format("tuning table '{}': {}.inner", source, field));
+  if (inner != Algorithm::kRing && kind != CollectiveKind::kAllReduce)
+    bad_field(source, field + ".inner",
+              fmt::format("'{}' is not allowed for {} (allowed: ring; its hier runs rings)", name,
+                          collective_name(kind)));
+  return inner;
+}
+
 TuningBand parse_band(const json& b, CollectiveKind kind, const std::string& field,
                       const std::string& source) {
   if (!b.is_object()) bad_field(source, field, "expected an object");
@@ -53,6 +70,7 @@ TuningBand parse_band(const json& b, CollectiveKind kind, const std::string& fie
               fmt::format("'{}' does not implement {}", algo, collective_name(kind)));
   band.chunks = field_as<int>(b, "chunks", field + ".chunks", source, "an integer");
   if (band.chunks < 1) bad_field(source, field + ".chunks", "must be at least 1");
+  if (b.contains("inner")) band.inner = parse_band_inner(b, band.algo, kind, field, source);
   if (b.contains("predicted_at_bytes"))
     band.predicted_at = field_as<std::uint64_t>(
         b, "predicted_at_bytes", field + ".predicted_at_bytes", source, "a byte count");
@@ -103,14 +121,22 @@ struct Resolved {
   const TuningBand* band = nullptr;    // kTable
 };
 
+// Whether CCLAB_ALGO's choice runs `kind`: hier with an inner other than the
+// ring is all-reduce's only.
+bool forced_applies(const AlgoConfig& forced, CollectiveKind kind) {
+  return supports(kind, forced.algo) &&
+         (forced.inner == Algorithm::kRing || kind == CollectiveKind::kAllReduce);
+}
+
 Resolved resolve(const CollectiveShape& shape, std::size_t elem_bytes, const AlgoConfig& requested,
                  const SelectorSettings& settings) {
   Resolved r{requested};
   if (requested.algo != Algorithm::kAuto) return r;
-  if (settings.forced && supports(shape.kind, settings.forced->algo)) {
+  if (settings.forced && forced_applies(*settings.forced, shape.kind)) {
     r.by = Resolved::By::kForced;
     r.config.algo = settings.forced->algo;
     r.config.chunks = settings.forced->chunks;
+    r.config.inner = settings.forced->inner;
     return r;
   }
   const TuningTable* t = settings.table_for(shape.kind, shape.ranks);
@@ -121,6 +147,7 @@ Resolved resolve(const CollectiveShape& shape, std::size_t elem_bytes, const Alg
     CCLAB_CHECK(r.band != nullptr, "a tuning table without a band at 0 bytes");
     r.config.algo = r.band->algo;
     r.config.chunks = r.band->chunks;
+    if (r.band->algo == Algorithm::kHierarchical) r.config.inner = r.band->inner;
     if (uses_groups(r.band->algo) && requested.group_size == 0) r.config.group_size = t->group_size;
     return r;
   }
@@ -146,8 +173,8 @@ std::string table_scopes(const SelectorSettings& settings) {
 std::string builtin_reason(const CollectiveShape& shape, const SelectorSettings& settings) {
   std::string why;
   if (settings.forced)
-    why = fmt::format("CCLAB_ALGO={} does not implement {}; ",
-                      algorithm_name(settings.forced->algo), collective_name(shape.kind));
+    why = fmt::format("CCLAB_ALGO={} does not implement {}; ", candidate_label(*settings.forced),
+                      collective_name(shape.kind));
   if (!settings.tables.empty())
     why += fmt::format("no tuning table for {} at {} ranks (tables: {}); ",
                        collective_name(shape.kind), shape.ranks, table_scopes(settings));
@@ -189,10 +216,12 @@ SelectorSettings read_env() {
 // or its spread reaches below the fastest's.
 bool still_holds(const TuningBand& band, const TimedCandidate& best,
                  const std::vector<TimedCandidate>& times) {
-  if (band.algo == best.algo && band.chunks == best.chunks) return true;
+  const auto same = [&](const TimedCandidate& t) {
+    return t.algo == band.algo && t.chunks == band.chunks && t.inner == band.inner;
+  };
+  if (same(best)) return true;
   for (const auto& t : times)
-    if (t.bytes == best.bytes && t.algo == band.algo && t.chunks == band.chunks)
-      return t.low_us < best.high_us;
+    if (t.bytes == best.bytes && same(t)) return t.low_us < best.high_us;
   return false;
 }
 
@@ -227,15 +256,31 @@ const TuningBand* TuningTable::band_for(std::uint64_t bytes) const {
   return after == bands.begin() ? nullptr : &*(after - 1);
 }
 
-std::string candidate_label(Algorithm a, int chunks) {
-  return chunks > 1 ? fmt::format("{}:{}", algorithm_name(a), chunks)
-                    : std::string(algorithm_name(a));
+std::string candidate_label(Algorithm a, int chunks, Algorithm inner) {
+  std::string out(algorithm_name(a));
+  if (a == Algorithm::kHierarchical && inner != Algorithm::kRing)
+    out += fmt::format("/{}", algorithm_name(inner));
+  if (chunks > 1) out += fmt::format(":{}", chunks);
+  return out;
+}
+
+std::string candidate_label(const AlgoConfig& c) {
+  return candidate_label(c.algo, c.chunks, c.inner);
 }
 
 AlgoConfig parse_candidate(const std::string& text, const std::string& what) {
   AlgoConfig c;
   const auto colon = text.find(':');
-  c.algo = parse_algorithm(text.substr(0, colon), what);
+  const std::string name = text.substr(0, colon);
+  const auto slash = name.find('/');
+  c.algo = parse_algorithm(name.substr(0, slash), what);
+  if (slash != std::string::npos) {
+    if (c.algo != Algorithm::kHierarchical)
+      throw InvalidArgument(
+          fmt::format("{}: '{}' has no inner algorithm (allowed: hier/INNER, e.g. hier/tree)", what,
+                      name.substr(0, slash)));
+    c.inner = parse_inner(name.substr(slash + 1), what);
+  }
   if (colon == std::string::npos) return c;
   const std::string digits = text.substr(colon + 1);
   const bool numeric =
@@ -301,11 +346,13 @@ std::string tuning_table_json(const TuningTable& t) {
   for (const auto& b : t.bands) {
     json predicted = json::object();
     for (const auto& p : b.predicted) predicted[p.candidate] = p.time_us;
-    bands.push_back({{"min_bytes", b.min_bytes},
-                     {"algo", algorithm_name(b.algo)},
-                     {"chunks", b.chunks},
-                     {"predicted_at_bytes", b.predicted_at},
-                     {"predicted_us", std::move(predicted)}});
+    json band = {{"min_bytes", b.min_bytes},
+                 {"algo", algorithm_name(b.algo)},
+                 {"chunks", b.chunks},
+                 {"predicted_at_bytes", b.predicted_at},
+                 {"predicted_us", std::move(predicted)}};
+    if (b.algo == Algorithm::kHierarchical) band["inner"] = algorithm_name(b.inner);
+    bands.push_back(std::move(band));
   }
   const json doc = {{"tool", t.tool},
                     {"collective", collective_name(t.collective)},
@@ -327,7 +374,7 @@ TuningTable tuning_table_from_times(const std::vector<TimedCandidate>& times) {
     TuningBand band;
     for (const auto& t : times) {
       if (t.bytes != bytes) continue;
-      band.predicted.push_back({candidate_label(t.algo, t.chunks), t.time_us});
+      band.predicted.push_back({candidate_label(t.algo, t.chunks, t.inner), t.time_us});
       if (best == nullptr || t.time_us < best->time_us) best = &t;
     }
     std::stable_sort(
@@ -338,6 +385,7 @@ TuningTable tuning_table_from_times(const std::vector<TimedCandidate>& times) {
     band.predicted_at = bytes;
     band.algo = best->algo;
     band.chunks = best->chunks;
+    band.inner = best->inner;
     table.bands.push_back(std::move(band));
   }
   return table;
@@ -355,7 +403,7 @@ std::string describe_bands(const TuningTable& table, const std::string& prefix) 
     else if (!p.empty())
       at += "no other algorithm";
     out += fmt::format("{}from {:>11} B: {:<10} ({})\n", prefix, band.min_bytes,
-                       candidate_label(band.algo, band.chunks), at);
+                       candidate_label(band.algo, band.chunks, band.inner), at);
   }
   return out;
 }
@@ -374,7 +422,7 @@ Selection select_algorithm(const CollectiveShape& shape, std::size_t elem_bytes,
       s.reason = "requested by the caller";
       break;
     case Resolved::By::kForced:
-      s.reason = "CCLAB_ALGO=" + candidate_label(r.config.algo, r.config.chunks);
+      s.reason = "CCLAB_ALGO=" + candidate_label(r.config);
       break;
     case Resolved::By::kTable: {
       const TuningTable& t = *r.table;

@@ -35,6 +35,29 @@ TEST(Selector, CandidateLabelsRoundTrip) {
     }
   EXPECT_EQ(candidate_label(Algorithm::kRing, 1), "ring");
   EXPECT_EQ(candidate_label(Algorithm::kHalvingDoubling, 4), "hd:4");
+  // hier's inner algorithm after a slash, the ring (its default) unnamed.
+  for (auto inner : inner_algorithms()) {
+    const AlgoConfig c = parse_candidate(candidate_label(Algorithm::kHierarchical, 4, inner), "X");
+    EXPECT_EQ(c.algo, Algorithm::kHierarchical);
+    EXPECT_EQ(c.inner, inner);
+    EXPECT_EQ(c.chunks, 4);
+  }
+  EXPECT_EQ(candidate_label(Algorithm::kHierarchical, 4, Algorithm::kTree), "hier/tree:4");
+  EXPECT_EQ(candidate_label(Algorithm::kHierarchical, 1, Algorithm::kRing), "hier");
+  EXPECT_EQ(candidate_label(parse_candidate("hier/ring", "X")), "hier");
+  EXPECT_EQ(candidate_label(Algorithm::kTree, 1, Algorithm::kHalvingDoubling), "tree");
+}
+
+TEST(Selector, InnerListsParseInOrderAndRefuseByName) {
+  EXPECT_EQ(
+      parse_inner_list("hd,ring,direct", "--inner"),
+      (std::vector<Algorithm>{Algorithm::kHalvingDoubling, Algorithm::kRing, Algorithm::kDirect}));
+  EXPECT_EQ(error_of([] { parse_inner_list("ring,rings", "--inner"); }),
+            "--inner: 'rings' is not an inner algorithm (allowed: ring, tree, hd, direct)");
+  EXPECT_EQ(error_of([] { parse_inner_list("tree,", "--inner"); }),
+            "--inner: '' is not an inner algorithm (allowed: ring, tree, hd, direct)");
+  EXPECT_EQ(error_of([] { parse_inner_list("hd,tree,hd", "--inner"); }),
+            "--inner: 'hd' is given twice (each inner algorithm once)");
 }
 
 TEST(Selector, MalformedCandidatesNameTheVariable) {
@@ -47,6 +70,12 @@ TEST(Selector, MalformedCandidatesNameTheVariable) {
               }).find(fmt::format("CCLAB_ALGO: malformed chunks in '{}'", bad)),
               std::string::npos)
         << bad;
+  EXPECT_EQ(error_of([] { parse_candidate("ring/tree", "CCLAB_ALGO"); }),
+            "CCLAB_ALGO: 'ring' has no inner algorithm (allowed: hier/INNER, e.g. hier/tree)");
+  EXPECT_EQ(error_of([] { parse_candidate("hier/rings:2", "CCLAB_ALGO"); }),
+            "CCLAB_ALGO: 'rings' is not an inner algorithm (allowed: ring, tree, hd, direct)");
+  EXPECT_EQ(error_of([] { parse_candidate("hier/", "CCLAB_ALGO"); }),
+            "CCLAB_ALGO: '' is not an inner algorithm (allowed: ring, tree, hd, direct)");
 }
 
 TEST(Selector, BandsFromTimesKeepEachSizesFastest) {
@@ -146,6 +175,42 @@ TEST(Selector, MeasuredBandsDoNotChangeOnNoise) {
   EXPECT_EQ(u.bands[1].min_bytes, 4096u);
 }
 
+// hier with each inner algorithm is a candidate of its own: the band keeps
+// the inner one that won, and the runners-up name theirs.
+TEST(Selector, BandsKeepHiersInnerAlgorithm) {
+  const auto hier = [](std::uint64_t bytes, Algorithm inner, double us) {
+    return TimedCandidate{bytes, Algorithm::kHierarchical, 1, us, 0, 0, inner};
+  };
+  TuningTable t = tuning_table_from_times(
+      {hier(1024, Algorithm::kRing, 9), hier(1024, Algorithm::kTree, 4),
+       hier(1024, Algorithm::kHalvingDoubling, 6), hier(1 << 20, Algorithm::kRing, 80),
+       hier(1 << 20, Algorithm::kTree, 95), hier(1 << 20, Algorithm::kHalvingDoubling, 70),
+       hier(1 << 24, Algorithm::kRing, 500), hier(1 << 24, Algorithm::kTree, 900),
+       hier(1 << 24, Algorithm::kHalvingDoubling, 600)});
+  ASSERT_EQ(t.bands.size(), 3u);
+  EXPECT_EQ(t.bands[0].inner, Algorithm::kTree);
+  EXPECT_EQ(t.bands[1].inner, Algorithm::kHalvingDoubling);
+  EXPECT_EQ(t.bands[2].inner, Algorithm::kRing);
+  EXPECT_EQ(t.bands[0].predicted[1].candidate, "hier/hd");
+  EXPECT_EQ(t.bands[2].predicted[0].candidate, "hier");
+  t.ranks = 8;
+  const TuningTable back = parse_tuning_table(tuning_table_json(t), "again.json");
+  for (std::size_t i = 0; i < t.bands.size(); ++i) EXPECT_EQ(back.bands[i].inner, t.bands[i].inner);
+  // The selector runs the band's inner algorithm, whatever the call asked
+  // for it, and says which.
+  SelectorSettings s;
+  s.tables = {back};
+  AlgoConfig requested;
+  requested.inner = Algorithm::kDirect;
+  const Selection mid =
+      select_algorithm({CollectiveKind::kAllReduce, 8, 1 << 18, 0}, 4, requested, s);
+  EXPECT_EQ(mid.config.algo, Algorithm::kHierarchical);
+  EXPECT_EQ(mid.config.inner, Algorithm::kHalvingDoubling);
+  EXPECT_NE(mid.reason.find("band from 1 MiB; at 1 MiB: hier/hd 70.00 us, hier 80.00 us (+14%)"),
+            std::string::npos)
+      << mid.reason;
+}
+
 TuningTable example_table() {
   TuningTable t = tuning_table_from_times({{1024, Algorithm::kDirect, 1, 2},
                                            {1024, Algorithm::kRing, 1, 5},
@@ -219,6 +284,20 @@ TEST(Selector, BadTablesNameTheFileAndTheField) {
             "tuning table 't.json': bands[0].min_bytes: the first band starts at 0");
   EXPECT_EQ(err(with("\"min_bytes\": 1048576", "\"min_bytes\": 0")),
             "tuning table 't.json': bands[1].min_bytes: 0 is not above the previous band's 0");
+  // Only all-reduce's hier has an inner algorithm.
+  EXPECT_EQ(err(with("\"inner\": \"ring\"", "\"inner\": \"rings\"")),
+            "tuning table 't.json': bands[1].inner: 'rings' is not an inner algorithm (allowed: "
+            "ring, tree, hd, direct)");
+  EXPECT_EQ(err(with("\"inner\": \"ring\"", "\"inner\": 2")),
+            "tuning table 't.json': bands[1].inner: expected a string, got 2");
+  EXPECT_EQ(
+      err(with("\"algo\": \"direct\",", "\"algo\": \"direct\", \"inner\": \"tree\",")),
+      "tuning table 't.json': bands[0].inner: only hier has an inner algorithm, not 'direct'");
+  std::string rs = with("\"allreduce\"", "\"reducescatter\"");
+  rs.replace(rs.find("\"inner\": \"ring\""), 15, "\"inner\": \"tree\"");
+  EXPECT_EQ(err(rs),
+            "tuning table 't.json': bands[1].inner: 'tree' is not allowed for reducescatter "
+            "(allowed: ring; its hier runs rings)");
   EXPECT_EQ(err(with("\"hier\": 300.0", "\"hier\": \"fast\"")),
             "tuning table 't.json': bands[1].predicted_us.hier: expected a number");
   EXPECT_EQ(err(R"({"collective": "allreduce", "topology": "x", "ranks": 2, "group_size": 0,
@@ -258,6 +337,23 @@ TEST(Selector, ForcedChoiceWinsOverTheTable) {
       b.reason,
       "CCLAB_ALGO=direct does not implement broadcast; built-in size rule: tree up to 64 KiB or "
       "below 8 ranks, else hd");
+}
+
+// CCLAB_ALGO=hier/tree runs all-reduce's hier with a tree between groups;
+// the other collectives' hier has no inner algorithm, so it does not apply.
+TEST(Selector, ForcedInnerAlgorithmAppliesToAllReduceOnly) {
+  SelectorSettings s;
+  s.forced = parse_candidate("hier/tree:2", "CCLAB_ALGO");
+  const Selection ar = select_algorithm(kAllReduce8, 4, {}, s);
+  EXPECT_EQ(ar.config.algo, Algorithm::kHierarchical);
+  EXPECT_EQ(ar.config.inner, Algorithm::kTree);
+  EXPECT_EQ(ar.config.chunks, 2);
+  EXPECT_EQ(ar.reason, "CCLAB_ALGO=hier/tree:2");
+  const Selection rs = select_algorithm({CollectiveKind::kReduceScatter, 8, 1 << 10, 0}, 4, {}, s);
+  EXPECT_NE(rs.config.algo, Algorithm::kHierarchical);
+  EXPECT_EQ(rs.reason.rfind("CCLAB_ALGO=hier/tree:2 does not implement reducescatter; built-in", 0),
+            0u)
+      << rs.reason;
 }
 
 TEST(Selector, TableChoosesByBandAndExplains) {

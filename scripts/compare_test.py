@@ -241,6 +241,31 @@ class CompareTest(unittest.TestCase):
         self.assertIn("1 regression(s) (reported only", out)
         self.assertIn("hd:4", out)
 
+    def test_hier_rows_are_told_apart_by_their_inner_algorithm(self):
+        # `--inner ring,tree` rows are 'hier' and 'hier/tree'; a record
+        # written when --inner took one name (tree: rows 'hier') is read as
+        # rows 'hier/tree', so its rows meet the new record's.
+        def hier(inner, scale=None):
+            rows = [dict(r, algo="hier" if inner == "ring" else f"hier/{inner}")
+                    for r in series(scale) if r["algo"] == "ring"]
+            for r in rows:
+                r["chunks"] = 1
+            return rows
+        slow = hier("ring") + hier("tree", {("ring", 4096): 2.0})
+        status, out = self.compare(record(slow, chunks=[1], inner="ring,tree"),
+                                   record(hier("ring") + hier("tree"), chunks=[1],
+                                          inner="ring,tree"))
+        self.assertEqual(status, 1, out)
+        self.assertIn("hier/tree", out)
+        self.assertIn("1 regression(s)", out)
+        old = [dict(r, algo="hier") for r in hier("tree")]
+        status, out = self.compare(record(hier("tree", {("ring", 4096): 2.0}), chunks=[1],
+                                          inner="tree"),
+                                   record(old, chunks=[1], inner="tree"))
+        self.assertEqual(status, 1, out)
+        self.assertIn("hier/tree", out)
+        self.assertIn("1 regression(s)", out)
+
     def test_alike_timings_gate(self):
         status, out = self.compare(record(series({("hd", 4096): 2.0}), timing="span"),
                                    record(series(), timing="span"))

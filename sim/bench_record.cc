@@ -30,24 +30,31 @@ T get(const json& obj, const char* key, const std::string& field, const std::str
   }
 }
 
-// A row of ours that ran and was right; false otherwise. `chunks` is the
-// record's config.chunks where it is one number (older records, whose rows
-// carry none), else 0.
-bool usable_row(const json& r, std::size_t i, const std::string& source, int chunks,
-                MeasuredRow& out) {
+// What a record's rows inherit from its config: older records' rows carry
+// neither their chunks nor hier's inner algorithm.
+struct RowDefaults {
+  int chunks = 0;                                  // config.chunks where it is one number, else 0
+  coll::Algorithm inner = coll::Algorithm::kRing;  // config.inner where it is one name
+};
+
+// A row of ours that ran and was right; false otherwise.
+bool usable_row(const json& r, std::size_t i, const std::string& source,
+                const RowDefaults& defaults, MeasuredRow& out) {
   const std::string field = fmt::format("rows[{}]", i);
   if (get<bool>(r, "peer", field + ".peer", source) || r.contains("skipped")) return false;
   const auto algo = get<std::string>(r, "algo", field + ".algo", source);
   if (algo.rfind("auto", 0) == 0) return false;  // "auto", "auto:4"
   if (const auto w = r.find("wrong"); w != r.end() && !w->is_null() && w->get<double>() != 0)
     bad(source, field + ".wrong", "a row with wrong results cannot calibrate anything");
-  // "ring" or "ring:4"; a row's own chunks win over the config's.
+  // "ring", "ring:4" or "hier/tree"; a row's own chunks and inner algorithm
+  // win over the config's.
   const auto config =
       coll::parse_candidate(algo, fmt::format("bench record '{}': {}.algo", source, field));
   out.algo = config.algo;
   out.chunks = r.contains("chunks") ? get<int>(r, "chunks", field + ".chunks", source)
                : algo.find(':') != std::string::npos ? config.chunks
-                                                     : chunks;
+                                                     : defaults.chunks;
+  out.inner = algo.find('/') != std::string::npos ? config.inner : defaults.inner;
   if (out.chunks < 1)
     bad(source, field + ".chunks", "missing (neither the row nor config.chunks gives it)");
   out.bytes = get<std::uint64_t>(r, "size_bytes", field + ".size_bytes", source);
@@ -83,7 +90,16 @@ Measurements parse_bench_record(const std::string& json_text, const std::string&
   if (chunks == config->end()) bad(source, "config.chunks", "missing field");
   if (!chunks->is_number_integer() && !chunks->is_array())
     bad(source, "config.chunks", fmt::format("unexpected value {}", chunks->dump()));
-  const int config_chunks = chunks->is_number_integer() ? chunks->get<int>() : 0;
+  RowDefaults defaults;
+  defaults.chunks = chunks->is_number_integer() ? chunks->get<int>() : 0;
+  // One name before --inner took a list (rows then said "hier"); since,
+  // rows name theirs, and a list means the ring for a plain "hier".
+  if (const auto inner = config->find("inner"); inner != config->end()) {
+    const auto name = get<std::string>(*config, "inner", "config.inner", source);
+    if (name.find(',') == std::string::npos)
+      defaults.inner =
+          coll::parse_inner(name, fmt::format("bench record '{}': config.inner", source));
+  }
   m.group_size = get<int>(*config, "group_size", "config.group_size", source);
   m.elem_bytes = coll::dtype_size(coll::parse_dtype(
       get<std::string>(*config, "dtype", "config.dtype", source), "config.dtype"));
@@ -104,7 +120,7 @@ Measurements parse_bench_record(const std::string& json_text, const std::string&
   if (rows == doc.end() || !rows->is_array()) bad(source, "rows", "missing array");
   for (std::size_t i = 0; i < rows->size(); ++i) {
     MeasuredRow r;
-    if (usable_row((*rows)[i], i, source, config_chunks, r)) m.rows.push_back(r);
+    if (usable_row((*rows)[i], i, source, defaults, r)) m.rows.push_back(r);
   }
   return m;
 }

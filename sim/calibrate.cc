@@ -25,8 +25,8 @@ SimResult simulate_row(const Measurements& m, const MeasuredRow& r, const Topolo
   const std::uint64_t count = coll::count_of_total(m.coll, m.ranks, r.bytes / m.elem_bytes);
   const coll::CollectiveShape shape{m.coll, m.ranks, count, m.root};
   const bool hier = coll::uses_groups(r.algo);
-  const auto sched =
-      coll::make_schedule(shape, {r.algo, r.chunks, hier ? m.group_size : 0}, m.elem_bytes);
+  const auto sched = coll::make_schedule(
+      shape, {r.algo, r.chunks, hier ? m.group_size : 0, r.inner}, m.elem_bytes);
   return simulate(t, *sched, {m.elem_bytes, nullptr});
 }
 

@@ -40,7 +40,7 @@ std::map<std::uint64_t, std::vector<std::string>> fastest(const std::vector<Comp
   std::map<std::uint64_t, std::vector<std::string>> out;
   for (const auto& c : rows)
     if (time(c) <= best[c.row.bytes] * (1 + 1e-6))
-      out[c.row.bytes].emplace_back(coll::candidate_label(c.row.algo, c.row.chunks));
+      out[c.row.bytes].emplace_back(coll::candidate_label(c.row.algo, c.row.chunks, c.row.inner));
   return out;
 }
 
@@ -67,8 +67,8 @@ void report(const Measurements& m, const std::string& spec) {
   for (const auto& c : rows) {
     ratios.push_back(c.predicted_us / c.row.time_us);
     fmt::print(" {:>11} {:>7} {:>13.2f} {:>14.2f} {:>10.2f}\n", c.row.bytes,
-               coll::candidate_label(c.row.algo, c.row.chunks), c.row.time_us, c.predicted_us,
-               ratios.back());
+               coll::candidate_label(c.row.algo, c.row.chunks, c.row.inner), c.row.time_us,
+               c.predicted_us, ratios.back());
   }
   const auto measured = fastest(rows, [](const Comparison& c) { return c.row.time_us; });
   const auto predicted = fastest(rows, [](const Comparison& c) { return c.predicted_us; });

@@ -393,6 +393,45 @@ TEST(Calibrate, EachRowKeepsItsChunks) {
             "bench record 'r.json': config.chunks: unexpected value \"4\"");
 }
 
+// Rows of `--inner ring,direct` are 'hier' and 'hier/direct', and records
+// written when --inner was one name give it in config.inner: each row's
+// inner algorithm reaches the simulation. 4 ranks in groups of 2 on
+// switch:n=4 (2 us and 12.5 GB/s a message), 4 KiB: the rings inside the
+// groups move 2 KiB each, 2 x (2 + 0.16384) us; between the groups direct
+// sends the 2 KiB shard once (2.16384 us), the ring in two steps of 1 KiB
+// (2 x 2.08192 us).
+TEST(Calibrate, EachHierRowKeepsItsInnerAlgorithm) {
+  std::string c = kConfig;
+  c.replace(c.find(R"("ranks": 2)"), 10, R"("ranks": 4)");
+  c.replace(c.find(R"("group_size": 0)"), 15, R"("group_size": 2)");
+  const double groups = 2 * (2 + 2048 / 12.5e3), direct = 2 + 2048 / 12.5e3,
+               ring = 2 * (2 + 1024 / 12.5e3);
+  const std::string spec = "switch:n=4,bw=100Gbps,lat=1us";
+  const Measurements listed =
+      parse_bench_record(record(c + R"(, "inner": "ring,direct")",
+                                row("hier", 4096, 9) + "," + row("hier/direct", 4096, 7)),
+                         "r.json");
+  ASSERT_EQ(listed.rows.size(), 2u);
+  EXPECT_EQ(listed.rows[0].inner, Algorithm::kRing);
+  EXPECT_EQ(listed.rows[1].inner, Algorithm::kDirect);
+  const auto predicted = predict_rows(listed, spec);
+  ASSERT_EQ(predicted.size(), 2u);
+  EXPECT_NEAR(predicted[0].predicted_us, groups + ring, 1e-3);
+  EXPECT_NEAR(predicted[1].predicted_us, groups + direct, 1e-3);
+
+  const Measurements old =
+      parse_bench_record(record(c + R"(, "inner": "direct")", row("hier", 4096, 7)), "r.json");
+  ASSERT_EQ(old.rows.size(), 1u);
+  EXPECT_EQ(old.rows[0].inner, Algorithm::kDirect);
+  EXPECT_NEAR(predict_rows(old, spec)[0].predicted_us, groups + direct, 1e-3);
+  EXPECT_EQ(error_of([&] {
+              parse_bench_record(record(c + R"(, "inner": "rings")", row("hier", 4096, 7)),
+                                 "r.json");
+            }),
+            "bench record 'r.json': config.inner: 'rings' is not an inner algorithm (allowed: "
+            "ring, tree, hd, direct)");
+}
+
 TEST(Calibrate, RecordsThatCannotCalibrateAreRefusedByName) {
   const auto err = [](const std::string& text) {
     return error_of([&] { fit_switch(parse_bench_record(text, "r.json")); });

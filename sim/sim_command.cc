@@ -43,15 +43,16 @@ struct SimFlags {
   int step_factor = 4;
   std::string chunks = "1";    // a comma list: each algorithm runs with each
   int group_size = 0;          // 0: the topology's hint when it divides --ranks, else the default
-  std::string inner = "ring";  // hier all-reduce: the algorithm between groups
+  std::string inner = "ring";  // hier all-reduce: between groups; a comma list runs each
   std::string json_path, trace_path, tune_path;
 };
 
-// One row of the sweep: an algorithm with its chunks, or `auto` (kAuto),
-// which the selector resolves per size.
+// One row of the sweep: an algorithm with its chunks (and hier's inner
+// algorithm), or `auto` (kAuto), which the selector resolves per size.
 struct Candidate {
   Algorithm algo = Algorithm::kRing;
   int chunks = 1;
+  Algorithm inner = Algorithm::kRing;
 };
 
 struct Row {
@@ -64,9 +65,7 @@ struct Row {
   std::string label() const {  // the algo column: `auto`, or what ran
     return candidate.algo == Algorithm::kAuto ? "auto" : chosen_label();
   }
-  std::string chosen_label() const {
-    return coll::candidate_label(chosen.config.algo, chosen.config.chunks);
-  }
+  std::string chosen_label() const { return coll::candidate_label(chosen.config); }
 };
 
 constexpr std::size_t kElem = 4;  // f32
@@ -121,16 +120,35 @@ std::vector<Algorithm> parse_algos(const std::string& list, CollectiveKind kind)
   return out;
 }
 
-// Every algorithm with every chunk count; `auto` once (it chooses its chunks).
+// --inner: flat all-reduces for hier's phase between groups, which only
+// all-reduce's hier has (its reduce-scatter and all-gather run rings).
+std::vector<Algorithm> inners_of(const SimFlags& f) {
+  const auto inners = coll::parse_inner_list(f.inner, "--inner");
+  const bool other =
+      std::any_of(inners.begin(), inners.end(), [](Algorithm a) { return a != Algorithm::kRing; });
+  if (other && f.coll != "allreduce")
+    throw InvalidArgument(fmt::format(
+        "--inner: only allreduce's hier has an inner algorithm (--coll {} runs rings in both "
+        "phases)",
+        f.coll));
+  return inners;
+}
+
+// Every algorithm with every chunk count, hier with every inner algorithm
+// too; `auto` once (it chooses its chunks).
 std::vector<Candidate> make_candidates(const SimFlags& f) {
   const auto chunks = coll::parse_chunk_list(f.chunks, "--chunks");
+  const auto inners = inners_of(f);
   std::vector<Candidate> out;
   for (Algorithm a : parse_algos(f.algos, coll::parse_collective(f.coll, "--coll"))) {
     if (a == Algorithm::kAuto) {
       out.push_back({a, 1});
       continue;
     }
-    for (int c : chunks) out.push_back({a, c});
+    for (Algorithm inner : inners) {
+      for (int c : chunks) out.push_back({a, c, inner});
+      if (a != Algorithm::kHierarchical) break;  // the others have no inner algorithm
+    }
   }
   return out;
 }
@@ -138,30 +156,6 @@ std::vector<Candidate> make_candidates(const SimFlags& f) {
 // The op column: all-gather and broadcast reduce nothing (nccl-tests: none).
 const char* redop_name(std::string_view coll) {
   return coll == "allgather" || coll == "broadcast" ? "none" : "sum";
-}
-
-// --inner: a flat all-reduce for hier's phase between groups, which only
-// all-reduce's hier has (its reduce-scatter and all-gather run rings), and
-// which a tuning table cannot record (auto runs hier with a ring there).
-Algorithm inner_of(const SimFlags& f) {
-  std::vector<std::string_view> names;
-  for (Algorithm a : coll::inner_algorithms()) {
-    names.push_back(coll::algorithm_name(a));
-    if (coll::algorithm_name(a) != f.inner) continue;
-    if (a != Algorithm::kRing && f.coll != "allreduce")
-      throw InvalidArgument(fmt::format(
-          "--inner: only allreduce's hier has an inner algorithm (--coll {} runs rings in both "
-          "phases)",
-          f.coll));
-    if (a != Algorithm::kRing && !f.tune_path.empty())
-      throw InvalidArgument(fmt::format(
-          "--inner: {} cannot go into a --tune table, which holds an algorithm and chunks per "
-          "size (hier runs its inner ring there)",
-          f.inner));
-    return a;
-  }
-  throw InvalidArgument(fmt::format("--inner: '{}' is not an inner algorithm (allowed: {})",
-                                    f.inner, fmt::join(names, ", ")));
 }
 
 int group_size_for(const SimFlags& f, const Topology& t, int ranks) {
@@ -217,6 +211,9 @@ void write_json(const std::string& path, const SimFlags& f, const Topology& t, i
          {"algo", coll::algorithm_name(r.candidate.algo)},
          {"chosen", r.chosen_label()},
          {"chunks", r.chosen.config.chunks},
+         {"inner", r.chosen.config.algo == Algorithm::kHierarchical
+                       ? nlohmann::json(coll::algorithm_name(r.chosen.config.inner))
+                       : nlohmann::json(nullptr)},
          {"reason", r.chosen.reason},
          {"schedule", r.name},
          {"time_us", time_to_us(r.result.total)},
@@ -251,7 +248,6 @@ std::vector<Row> sweep(const SimFlags& f, const Topology& topo, int ranks, int g
                        std::uint64_t lo, std::uint64_t hi, TraceWriter* trace) {
   const auto candidates = make_candidates(f);
   const CollectiveKind kind = coll::parse_collective(f.coll, "--coll");
-  const Algorithm inner = inner_of(f);
   std::vector<Row> rows;
   for (std::uint64_t bytes = lo;; bytes *= static_cast<std::uint64_t>(f.step_factor)) {
     const bool last_size = bytes > hi / static_cast<std::uint64_t>(f.step_factor);
@@ -262,7 +258,7 @@ std::vector<Row> sweep(const SimFlags& f, const Topology& topo, int ranks, int g
       const bool hier_group = coll::uses_groups(c.algo) || c.algo == Algorithm::kAuto;
       Row row{total * kElem, total, c, {}, {}, {}};
       row.chosen =
-          coll::select_algorithm(shape, kElem, {c.algo, c.chunks, hier_group ? group : 0, inner});
+          coll::select_algorithm(shape, kElem, {c.algo, c.chunks, hier_group ? group : 0, c.inner});
       const auto sched = coll::make_schedule(shape, row.chosen.config, kElem);
       row.name = sched->name();
       const bool traced = trace != nullptr && last_size && &c == &candidates.back();
@@ -282,8 +278,8 @@ void write_tuning_table(const SimFlags& f, const Topology& topo, int ranks, int 
   std::vector<coll::TimedCandidate> times;
   for (const Row& r : rows)
     if (r.candidate.algo != Algorithm::kAuto)
-      times.push_back(
-          {r.bytes, r.chosen.config.algo, r.chosen.config.chunks, time_to_us(r.result.total)});
+      times.push_back({r.bytes, r.chosen.config.algo, r.chosen.config.chunks,
+                       time_to_us(r.result.total), 0, 0, r.chosen.config.inner});
   coll::TuningTable table = coll::tuning_table_from_times(times);
   table.collective = coll::parse_collective(f.coll, "--coll");
   table.topology = topo.description;
@@ -318,8 +314,7 @@ void check_flags(const SimFlags& f, int ranks, std::uint64_t lo, std::uint64_t h
     throw InvalidArgument(fmt::format(
         "--group-size: {} does not divide the {} ranks (allowed: a divisor, or 0 for the default)",
         f.group_size, ranks));
-  const auto candidates = make_candidates(f);  // --algo and --chunks, before any output
-  inner_of(f);
+  const auto candidates = make_candidates(f);  // --algo, --chunks, --inner, before any output
   const bool only_auto = std::all_of(candidates.begin(), candidates.end(),
                                      [](const Candidate& c) { return c.algo == Algorithm::kAuto; });
   if (!f.tune_path.empty() && only_auto)
@@ -383,7 +378,7 @@ void add_sim_command(CLI::App& app) {
                   "hier, rings: ranks per group (default: the topology's, e.g. gpus per node)");
   cmd->add_option("--inner", flags->inner,
                   "hier all-reduce: the algorithm between groups, ring (default), tree, hd or "
-                  "direct");
+                  "direct; a comma list runs hier with each (e.g. ring,hd with --tune)");
   cmd->add_option("--json", flags->json_path, "Write the rows as JSON to this file");
   cmd->add_option("--trace", flags->trace_path,
                   "Write a Chrome/Perfetto trace of the last row (largest size, last algorithm)");

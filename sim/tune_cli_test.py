@@ -89,6 +89,38 @@ class Tune(unittest.TestCase):
     def test_auto_follows_the_sweep_on_nodes(self):
         self.check_auto_follows_the_sweep("nodes:nodes=4,gpus=4")
 
+    def test_auto_follows_the_sweep_with_hiers_inner_algorithms(self):
+        # --inner ring,tree,hd: hier with each is a candidate, and the table
+        # records which one won (hier/hd from 512 KiB on 8 nodes of 4).
+        chosen = self.check_auto_follows_the_sweep("nodes:nodes=8,gpus=4",
+                                                   ["--inner", "ring,tree,hd"])
+        self.assertTrue(any(c.startswith("hier/") for c in chosen), chosen)
+        with open(f"{self.tmp}/table.json") as f:
+            bands = json.load(f)["bands"]
+        for b in bands:
+            self.assertEqual("inner" in b, b["algo"] == "hier", b)
+
+    def test_bench_auto_runs_the_inner_algorithm_of_a_simulated_table(self):
+        # 4 ranks in groups of 2: between groups direct (one step) beats the
+        # ring (two) at small sizes, so the table says hier/direct there.
+        table = f"{self.tmp}/inner.json"
+        out = run(["sim", "--topology", "switch:n=4,bw=100Gbps,lat=1us", "--algo", "hier",
+                   "--group-size", "2", "--inner", "ring,direct", "-b", "4K", "-e", "4K",
+                   "--tune", table]).stdout
+        self.assertIn("from           0 B: hier/direct", out)
+        out_json = f"{self.tmp}/bench.json"
+        run(["bench", "--ranks", "4", "--algo", "auto", "-b", "4K", "-e", "64K", "-f", "16",
+             "-n", "2", "-w", "1", "--json", out_json], env={"CCLAB_TUNING": table})
+        with open(out_json) as f:
+            rows = json.load(f)["rows"]
+        self.assertEqual(len(rows), 2)
+        for r in rows:
+            self.assertEqual(r["chosen"], "hier/direct", r["reason"])
+            self.assertEqual(r["wrong"], 0)
+        forced = run(["bench", "--ranks", "4", "--algo", "auto", "-b", "4K", "-e", "4K",
+                      "-n", "2", "-w", "1"], env={"CCLAB_ALGO": "hier/tree:2"})
+        self.assertIn("#   auto: hier/tree:2 (CCLAB_ALGO=hier/tree:2)", forced.stdout)
+
     def test_auto_follows_the_sweep_for_every_collective(self):
         # 6 ranks: not a power of two, and reduce-scatter/all-gather sizes
         # round down to whole blocks, so the table is keyed by what ran.

@@ -245,7 +245,7 @@ void Job::build() {
       strategy_.bucket_count());
   for (const auto& [bytes, chosen] : strategy_.bucket_algorithms())
     say("gradient bucket of {} bytes: all-reduce {} ({})", bytes,
-        coll::candidate_label(chosen.config.algo, chosen.config.chunks), chosen.reason);
+        coll::candidate_label(chosen.config), chosen.reason);
 }
 
 void Job::backup(const Position& at) {

@@ -54,6 +54,12 @@ bool supports(CollectiveKind kind, Algorithm a);
 // What hier all-reduce may run between groups (AlgoConfig::inner): the flat
 // all-reduces, in display order.
 std::vector<Algorithm> inner_algorithms();
+// One of inner_algorithms() by name; throws InvalidArgument naming `what`
+// and the allowed names.
+Algorithm parse_inner(std::string_view name, std::string_view what);
+// "ring,tree" -> {kRing, kTree}: inner algorithms, each once (the sweeps'
+// --inner); throws InvalidArgument naming `what` and the item.
+std::vector<Algorithm> parse_inner_list(std::string_view text, std::string_view what);
 
 // The group size the hierarchical algorithm uses when none is given and no
 // topology says otherwise: the smallest divisor of `ranks` that is at least

@@ -31,7 +31,8 @@ struct TuningBand {
   std::uint64_t min_bytes = 0;
   Algorithm algo = Algorithm::kRing;
   int chunks = 1;
-  std::uint64_t predicted_at = 0;  // the size the predictions are for
+  Algorithm inner = Algorithm::kRing;  // hier all-reduce: between groups (JSON: "inner")
+  std::uint64_t predicted_at = 0;      // the size the predictions are for
   std::vector<Prediction> predicted;
 };
 
@@ -52,9 +53,12 @@ struct TuningTable {
 // The first (fastest) prediction of each algorithm, whatever its chunks.
 std::vector<Prediction> fastest_per_algorithm(const std::vector<Prediction>& fastest_first);
 
-// "ring", "ring:4": an algorithm and its pipeline chunks (chunks 1 unnamed).
-std::string candidate_label(Algorithm a, int chunks);
-// Inverse of candidate_label; throws InvalidArgument naming `what`.
+// "ring", "ring:4", "hier/tree:4": an algorithm, hier's inner algorithm after
+// a slash (the ring unnamed) and its pipeline chunks (1 unnamed).
+std::string candidate_label(Algorithm a, int chunks, Algorithm inner = Algorithm::kRing);
+std::string candidate_label(const AlgoConfig& c);  // of c's algo, chunks and inner
+// Inverse of candidate_label (ALGO[/INNER][:CHUNKS], INNER for hier only);
+// throws InvalidArgument naming `what`.
 AlgoConfig parse_candidate(const std::string& text, const std::string& what);
 
 // Reads a table from JSON text (the format tuning_table_json writes) or a
@@ -77,6 +81,7 @@ struct TimedCandidate {
   // Where measured, the spread of the timed calls (25th and 75th
   // percentiles); both 0 for a prediction, which has none.
   double low_us = 0, high_us = 0;
+  Algorithm inner = Algorithm::kRing;  // hier's between groups
 };
 
 // Bands from candidates timed at several sizes: each size's fastest (on a tie
@@ -111,8 +116,8 @@ struct Selection {
   std::string reason;  // one line: what chose it and, from a table, the runners-up
 };
 
-// `requested` with kAuto replaced (other fields kept, chunks and the hier
-// group size taken from the table when it chooses). A requested algorithm is
+// `requested` with kAuto replaced (other fields kept; chunks, hier's inner
+// algorithm and its group size taken from the table when it chooses). A requested algorithm is
 // returned as it is: an explicit choice wins over the environment.
 Selection select_algorithm(const CollectiveShape& shape, std::size_t elem_bytes,
                            const AlgoConfig& requested, const SelectorSettings& settings);

@@ -46,6 +46,9 @@ struct MeasuredRow {
   coll::Algorithm algo = coll::Algorithm::kRing;
   double time_us = 0;  // median
   int chunks = 1;      // the row's own, or (older records) config.chunks
+  // hier's inner algorithm: the row's ("hier/tree"), or (older records,
+  // whose rows are "hier") config.inner
+  coll::Algorithm inner = coll::Algorithm::kRing;
 };
 
 struct Measurements {
