@@ -634,22 +634,28 @@ TEST(Sweep, StagedMemoryResultsAreExact) {
   }
 }
 
+// The JSON record of `f`'s sweep on threads, whose rows of each size must be
+// `labels` in order, each checked against the naive reduction.
+nlohmann::json sweep_of_labelled_exact_rows(const BenchFlags& f,
+                                            const std::vector<std::string>& labels) {
+  const auto c = resolve(f);
+  auto backend = make_backend("threads", c.ranks, c.timeout);
+  const auto rows = run_sweep(c, *backend);
+  EXPECT_EQ(rows.size(), sweep_sizes(c).size() * labels.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(algo_label(rows[i]), labels[i % labels.size()]);
+    EXPECT_EQ(rows[i].wrong, 0u) << algo_label(rows[i]) << " " << rows[i].bytes << " B";
+  }
+  return to_json(c, rows);
+}
+
 // Every row of ours named with its chunks, each checked, and the record's
 // rows carry their chunks (what calibrate and the tables read).
 TEST(Sweep, ChunkListRowsAreLabelledAndExact) {
   BenchFlags f;
   f.ranks = 3, f.algo = "ring,hd", f.chunks = "1,3";
   f.min_bytes = "12", f.max_bytes = "12K", f.step_factor = 32, f.iters = 2, f.warmup = 0;
-  const auto c = resolve(f);
-  auto backend = make_backend("threads", c.ranks, c.timeout);
-  const auto rows = run_sweep(c, *backend);
-  const std::vector<std::string> labels = {"ring", "ring:3", "hd", "hd:3"};
-  ASSERT_EQ(rows.size(), sweep_sizes(c).size() * labels.size());
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    EXPECT_EQ(algo_label(rows[i]), labels[i % labels.size()]);
-    EXPECT_EQ(rows[i].wrong, 0u) << algo_label(rows[i]) << " " << rows[i].bytes << " B";
-  }
-  const auto record = to_json(c, rows);
+  const auto record = sweep_of_labelled_exact_rows(f, {"ring", "ring:3", "hd", "hd:3"});
   EXPECT_EQ(record["config"]["chunks"], nlohmann::json::array({1, 3}));
   EXPECT_EQ(record["rows"][1]["algo"], "ring:3");
   EXPECT_EQ(record["rows"][1]["chunks"], 3);
@@ -661,16 +667,7 @@ TEST(Sweep, InnerListRunsHierWithEach) {
   BenchFlags f;
   f.ranks = 4, f.algo = "ring,hier", f.inner = "ring,tree,direct", f.group_size = 2;
   f.min_bytes = "16", f.max_bytes = "16K", f.step_factor = 1024, f.iters = 2, f.warmup = 0;
-  const auto c = resolve(f);
-  auto backend = make_backend("threads", c.ranks, c.timeout);
-  const auto rows = run_sweep(c, *backend);
-  const std::vector<std::string> labels = {"ring", "hier", "hier/tree", "hier/direct"};
-  ASSERT_EQ(rows.size(), sweep_sizes(c).size() * labels.size());
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    EXPECT_EQ(algo_label(rows[i]), labels[i % labels.size()]);
-    EXPECT_EQ(rows[i].wrong, 0u) << algo_label(rows[i]) << " " << rows[i].bytes << " B";
-  }
-  const auto record = to_json(c, rows);
+  const auto record = sweep_of_labelled_exact_rows(f, {"ring", "hier", "hier/tree", "hier/direct"});
   EXPECT_EQ(record["config"]["inner"], "ring,tree,direct");
   EXPECT_EQ(record["rows"][2]["algo"], "hier/tree");
 }

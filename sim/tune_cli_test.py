@@ -61,6 +61,15 @@ class Tune(unittest.TestCase):
         with open(rows) as f:
             return json.load(f)["rows"], table
 
+    def bench_auto_rows(self, table, sizes):
+        """The JSON rows of `cclab bench --ranks 4 --algo auto` at SIZES (-b, -e,
+        -f flags) with CCLAB_TUNING=TABLE."""
+        out_json = f"{self.tmp}/bench.json"
+        run(["bench", "--ranks", "4", "--algo", "auto", *sizes, "-n", "2", "-w", "1",
+             "--json", out_json], env={"CCLAB_TUNING": table})
+        with open(out_json) as f:
+            return json.load(f)["rows"]
+
     def check_auto_follows_the_sweep(self, topology, extra=()):
         rows, table = self.tune(topology, extra)
         with open(table) as f:
@@ -108,11 +117,7 @@ class Tune(unittest.TestCase):
                    "--group-size", "2", "--inner", "ring,direct", "-b", "4K", "-e", "4K",
                    "--tune", table]).stdout
         self.assertIn("from           0 B: hier/direct", out)
-        out_json = f"{self.tmp}/bench.json"
-        run(["bench", "--ranks", "4", "--algo", "auto", "-b", "4K", "-e", "64K", "-f", "16",
-             "-n", "2", "-w", "1", "--json", out_json], env={"CCLAB_TUNING": table})
-        with open(out_json) as f:
-            rows = json.load(f)["rows"]
+        rows = self.bench_auto_rows(table, ["-b", "4K", "-e", "64K", "-f", "16"])
         self.assertEqual(len(rows), 2)
         for r in rows:
             self.assertEqual(r["chosen"], "hier/direct", r["reason"])
@@ -140,11 +145,7 @@ class Tune(unittest.TestCase):
 
     def test_bench_auto_runs_the_tables_choice_and_ccclab_algo_overrides_it(self):
         rows, table = self.tune("switch:n=4,bw=100Gbps,lat=1us")
-        out_json = f"{self.tmp}/bench.json"
-        run(["bench", "--ranks", "4", "--algo", "auto", "-b", "1K", "-e", "16M", "-f", "16",
-             "-n", "2", "-w", "1", "--json", out_json], env={"CCLAB_TUNING": table})
-        with open(out_json) as f:
-            bench_rows = json.load(f)["rows"]
+        bench_rows = self.bench_auto_rows(table, ["-b", "1K", "-e", "16M", "-f", "16"])
         self.assertEqual(len(bench_rows), 4)
         for r in bench_rows:
             self.assertEqual(r["algo"], "auto")
