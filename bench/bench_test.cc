@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -672,29 +673,43 @@ TEST(Sweep, InnerListRunsHierWithEach) {
   EXPECT_EQ(record["rows"][2]["algo"], "hier/tree");
 }
 
+// A row of ours at `bytes` whose calls all took `us`.
+SweepRow timed_row(const BenchConfig& c, std::uint64_t bytes, const coll::AlgoConfig& algo,
+                   double us) {
+  SweepRow r;
+  r.bytes = bytes, r.count = bytes / 4, r.algo = algo.algo, r.chunks = algo.chunks;
+  r.inner = algo.inner;
+  summarize({us, us, us}, c, r);
+  return r;
+}
+
+// The table `--tune` writes from `rows` (to a file named `name`), read back,
+// and the summary it printed.
+std::pair<coll::TuningTable, std::string> tuned(BenchConfig c, const std::string& name,
+                                                const std::vector<SweepRow>& rows) {
+  c.tune_path = testing::TempDir() + name;
+  std::ostringstream out;
+  write_tuning_table(out, c, rows);
+  return {coll::load_tuning_table(c.tune_path), out.str()};
+}
+
 // A measured table records hier's inner algorithm, so that `auto` runs what
 // was timed (it ran hier with the ring before tables had the field).
 TEST(Report, TuningTableRecordsHiersInnerAlgorithm) {
   BenchFlags f;
   f.ranks = 4, f.algo = "hier", f.inner = "ring,direct", f.min_bytes = "1K", f.max_bytes = "1M",
   f.step_factor = 1024;
-  auto c = resolve(f);
-  c.tune_path = testing::TempDir() + "inner_table.json";
-  const auto row = [&](std::uint64_t bytes, Algorithm inner, double us) {
-    SweepRow r;
-    r.bytes = bytes, r.count = bytes / 4, r.algo = Algorithm::kHierarchical, r.inner = inner;
-    summarize({us, us, us}, c, r);
-    return r;
-  };
-  std::ostringstream out;
-  write_tuning_table(out, c,
-                     {row(1024, Algorithm::kRing, 30), row(1024, Algorithm::kDirect, 10),
-                      row(1 << 20, Algorithm::kRing, 500), row(1 << 20, Algorithm::kDirect, 900)});
-  const auto table = coll::load_tuning_table(c.tune_path);
-  ASSERT_EQ(table.bands.size(), 2u) << out.str();
+  const auto c = resolve(f);
+  const coll::AlgoConfig ring{Algorithm::kHierarchical, 1, 0, Algorithm::kRing};
+  const coll::AlgoConfig direct{Algorithm::kHierarchical, 1, 0, Algorithm::kDirect};
+  const auto [table, out] =
+      tuned(c, "inner_table.json",
+            {timed_row(c, 1024, ring, 30), timed_row(c, 1024, direct, 10),
+             timed_row(c, 1 << 20, ring, 500), timed_row(c, 1 << 20, direct, 900)});
+  ASSERT_EQ(table.bands.size(), 2u) << out;
   EXPECT_EQ(table.bands[0].inner, Algorithm::kDirect);
   EXPECT_EQ(table.bands[1].inner, Algorithm::kRing);
-  EXPECT_NE(out.str().find("hier/direct"), std::string::npos) << out.str();
+  EXPECT_NE(out.find("hier/direct"), std::string::npos) << out;
   const coll::SelectorSettings settings{{}, {table}};
   const coll::CollectiveShape shape{coll::CollectiveKind::kAllReduce, 4, 256};
   const auto small = coll::select_algorithm(shape, 4, {}, settings);
@@ -707,25 +722,19 @@ TEST(Report, TuningTableRecordsHiersInnerAlgorithm) {
 TEST(Report, TuningTableFromAChunkListChoosesChunks) {
   BenchFlags f;
   f.algo = "ring", f.chunks = "1,4", f.min_bytes = "1K", f.max_bytes = "1M", f.step_factor = 1024;
-  auto c = resolve(f);
-  c.tune_path = testing::TempDir() + "chunks_table.json";
-  const auto row = [&](std::uint64_t bytes, int chunks, double us) {
-    SweepRow r;
-    r.bytes = bytes, r.count = bytes / 4, r.algo = Algorithm::kRing, r.chunks = chunks;
-    summarize({us, us, us}, c, r);
-    return r;
-  };
-  std::ostringstream out;
-  write_tuning_table(
-      out, c, {row(1024, 1, 10), row(1024, 4, 30), row(1 << 20, 1, 900), row(1 << 20, 4, 500)});
-  const auto table = coll::load_tuning_table(c.tune_path);
+  const auto c = resolve(f);
+  const coll::AlgoConfig one{Algorithm::kRing, 1}, four{Algorithm::kRing, 4};
+  const auto [table, out] =
+      tuned(c, "chunks_table.json",
+            {timed_row(c, 1024, one, 10), timed_row(c, 1024, four, 30),
+             timed_row(c, 1 << 20, one, 900), timed_row(c, 1 << 20, four, 500)});
   EXPECT_EQ(table.tool, "cclab bench --tune");
-  ASSERT_EQ(table.bands.size(), 2u) << out.str();
+  ASSERT_EQ(table.bands.size(), 2u) << out;
   EXPECT_EQ(table.bands[0].chunks, 1);
   EXPECT_EQ(table.bands[1].min_bytes, 1u << 20);
   EXPECT_EQ(table.bands[1].algo, Algorithm::kRing);
   EXPECT_EQ(table.bands[1].chunks, 4);
-  EXPECT_NE(out.str().find("ring:4"), std::string::npos) << out.str();
+  EXPECT_NE(out.find("ring:4"), std::string::npos) << out;
 }
 
 TEST(Sweep, StagedMemoryStillCatchesACallThatWritesNothing) {
