@@ -39,14 +39,6 @@ bool uses_hier(const BenchConfig& c) {
   return false;
 }
 
-// --inner as given: "ring", "ring,tree".
-std::string inner_names(const BenchConfig& c) {
-  std::string out;
-  for (auto a : c.inners)
-    out += fmt::format("{}{}", out.empty() ? "" : ",", coll::algorithm_name(a));
-  return out;
-}
-
 // The columns, shared by the header line (after '#') and the rows (after ' ').
 constexpr const char* kColumns =
     "{:>11} {:>12} {:>5} {:>6} {:>7} {:>11} {:>12} {:>12} {:>7} {:>11} {:>7}";
@@ -68,7 +60,7 @@ void print_header(std::ostream& out, const BenchConfig& c,
   if (uses_hier(c))
     out << fmt::format(", group size {} (hier, rings), hier inner {}",
                        c.group_size > 0 ? c.group_size : coll::default_group_size(c.ranks),
-                       inner_names(c));
+                       coll::join_names(c.inners));
   out << '\n';
   if (!c.placement.empty()) out << "# " << c.placement << '\n';
   if (c.backend == "gloo")
@@ -141,7 +133,7 @@ nlohmann::json config_json(const BenchConfig& c) {
           {"in_place", c.in_place},
           {"chunks", c.chunks},
           {"group_size", c.group_size},
-          {"inner", inner_names(c)},
+          {"inner", coll::join_names(c.inners)},
           {"timeout_ms", c.timeout.count()},
           {"json", c.json_path},
           {"pin", c.pin},

@@ -127,6 +127,13 @@ std::string_view algorithm_name(Algorithm a) {
 
 std::string algorithm_names() { return "ring, tree, hd, hier, direct, rings, auto"; }
 
+std::string join_names(const std::vector<Algorithm>& algos, std::string_view separator) {
+  std::string out;
+  for (Algorithm a : algos)
+    out += fmt::format("{}{}", out.empty() ? "" : separator, algorithm_name(a));
+  return out;
+}
+
 bool uses_groups(Algorithm a) { return a == Algorithm::kHierarchical || a == Algorithm::kRings; }
 
 std::vector<int> parse_chunk_list(std::string_view text, std::string_view what) {
@@ -158,6 +165,19 @@ Algorithm parse_algorithm(std::string_view name, std::string_view what) {
       fmt::format("{}: unknown algorithm '{}' (allowed: {})", what, name, algorithm_names()));
 }
 
+namespace {
+
+// "ring, tree, hd, direct": the names of inner_algorithms(), for messages.
+std::string inner_names() { return join_names(inner_algorithms(), ", "); }
+
+bool is_inner_name(std::string_view name) {
+  const auto all = inner_algorithms();
+  return std::any_of(all.begin(), all.end(),
+                     [&](Algorithm a) { return algorithm_name(a) == name; });
+}
+
+}  // namespace
+
 std::vector<Algorithm> inner_algorithms() {
   std::vector<Algorithm> out;
   for (Algorithm a : kAllAlgorithms)
@@ -166,24 +186,27 @@ std::vector<Algorithm> inner_algorithms() {
 }
 
 Algorithm parse_inner(std::string_view name, std::string_view what) {
-  std::string allowed;
-  for (Algorithm a : inner_algorithms()) {
+  for (Algorithm a : inner_algorithms())
     if (algorithm_name(a) == name) return a;
-    allowed += fmt::format("{}{}", allowed.empty() ? "" : ", ", algorithm_name(a));
-  }
   throw InvalidArgument(
-      fmt::format("{}: '{}' is not an inner algorithm (allowed: {})", what, name, allowed));
+      fmt::format("{}: '{}' is not an inner algorithm (allowed: {})", what, name, inner_names()));
 }
 
 std::vector<Algorithm> parse_inner_list(std::string_view text, std::string_view what) {
   std::vector<Algorithm> out;
   for (std::size_t pos = 0;;) {
     const auto comma = text.find(',', pos);
-    const Algorithm a = parse_inner(text.substr(pos, comma - pos), what);
-    if (std::find(out.begin(), out.end(), a) != out.end())
-      throw InvalidArgument(fmt::format("{}: '{}' is given twice (each inner algorithm once)", what,
-                                        algorithm_name(a)));
-    out.push_back(a);
+    const std::string_view item = text.substr(pos, comma - pos);
+    if (item != "all" && !is_inner_name(item))
+      throw InvalidArgument(fmt::format("{}: '{}' is not an inner algorithm (allowed: {}, or all)",
+                                        what, item, inner_names()));
+    for (Algorithm a : inner_algorithms()) {
+      if (item != "all" && algorithm_name(a) != item) continue;
+      if (std::find(out.begin(), out.end(), a) != out.end())
+        throw InvalidArgument(fmt::format("{}: '{}' is given twice (each inner algorithm once)",
+                                          what, algorithm_name(a)));
+      out.push_back(a);
+    }
     if (comma == std::string_view::npos) return out;
     pos = comma + 1;
   }

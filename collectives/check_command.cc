@@ -127,8 +127,9 @@ void add_check_command(CLI::App& app) {
   cmd->add_option("--count", args->count, "elements per rank (see cclab bench for the meaning)");
   cmd->add_option("--chunks", args->chunks, "pipeline chunks; a comma list checks each (1,3)");
   cmd->add_option("--group-size", args->group_size, "hierarchical group size (0: default)");
-  cmd->add_option("--inner", args->inner,
-                  "hier's inner algorithm (ring, tree, hd, direct); a comma list checks each");
+  cmd->add_option(
+      "--inner", args->inner,
+      "hier's inner algorithm (ring, tree, hd, direct); a comma list (or all) checks each");
   cmd->add_option("--root", args->root, "broadcast root");
   cmd->callback([args] {
     const int rc = run_check(*args);

@@ -52,12 +52,15 @@ TEST(Selector, InnerListsParseInOrderAndRefuseByName) {
   EXPECT_EQ(
       parse_inner_list("hd,ring,direct", "--inner"),
       (std::vector<Algorithm>{Algorithm::kHalvingDoubling, Algorithm::kRing, Algorithm::kDirect}));
+  EXPECT_EQ(parse_inner_list("all", "--inner"), inner_algorithms());
   EXPECT_EQ(error_of([] { parse_inner_list("ring,rings", "--inner"); }),
-            "--inner: 'rings' is not an inner algorithm (allowed: ring, tree, hd, direct)");
+            "--inner: 'rings' is not an inner algorithm (allowed: ring, tree, hd, direct, or all)");
   EXPECT_EQ(error_of([] { parse_inner_list("tree,", "--inner"); }),
-            "--inner: '' is not an inner algorithm (allowed: ring, tree, hd, direct)");
+            "--inner: '' is not an inner algorithm (allowed: ring, tree, hd, direct, or all)");
   EXPECT_EQ(error_of([] { parse_inner_list("hd,tree,hd", "--inner"); }),
             "--inner: 'hd' is given twice (each inner algorithm once)");
+  EXPECT_EQ(error_of([] { parse_inner_list("tree,all", "--inner"); }),
+            "--inner: 'tree' is given twice (each inner algorithm once)");
 }
 
 TEST(Selector, MalformedCandidatesNameTheVariable) {

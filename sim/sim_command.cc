@@ -172,7 +172,7 @@ void print_header(const SimFlags& f, const Topology& t, int ranks, int group) {
       t.description, ranks, t.num_endpoints(), t.num_links(), f.coll,
       broadcast ? fmt::format(" (root {})", f.root) : "", redop_name(f.coll), f.chunks);
   fmt::print("# group size {} (hier, rings), hier inner {}\n#\n#",
-             group > 0 ? group : coll::default_group_size(ranks), f.inner);
+             group > 0 ? group : coll::default_group_size(ranks), coll::join_names(inners_of(f)));
   fmt::print(kColumns, "size(B)", "count", "type", "redop", "algo", "time(us)", "algbw(GB/s)",
              "busbw(GB/s)", "bottleneck");
   fmt::print("\n");
@@ -234,7 +234,7 @@ void write_json(const std::string& path, const SimFlags& f, const Topology& t, i
       {"step_factor", f.step_factor},
       {"chunks", coll::parse_chunk_list(f.chunks, "--chunks")},
       {"hier_group_size", group > 0 ? group : coll::default_group_size(ranks)},
-      {"hier_inner", f.inner}};
+      {"hier_inner", coll::join_names(inners_of(f))}};
   const nlohmann::json record = {
       {"tool", "cclab sim"}, {"config", config}, {"rows", std::move(out_rows)}};
   std::ofstream out(path);
@@ -378,7 +378,7 @@ void add_sim_command(CLI::App& app) {
                   "hier, rings: ranks per group (default: the topology's, e.g. gpus per node)");
   cmd->add_option("--inner", flags->inner,
                   "hier all-reduce: the algorithm between groups, ring (default), tree, hd or "
-                  "direct; a comma list runs hier with each (e.g. ring,hd with --tune)");
+                  "direct; a comma list (or all) runs hier with each, e.g. ring,hd with --tune");
   cmd->add_option("--json", flags->json_path, "Write the rows as JSON to this file");
   cmd->add_option("--trace", flags->trace_path,
                   "Write a Chrome/Perfetto trace of the last row (largest size, last algorithm)");

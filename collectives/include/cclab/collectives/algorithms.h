@@ -29,6 +29,8 @@ enum class Algorithm : std::uint8_t {
 std::string_view algorithm_name(Algorithm a);  // "ring", "tree", "hd", "hier", "direct", "auto"
 Algorithm parse_algorithm(std::string_view name, std::string_view what = "algo");
 std::string algorithm_names();
+// {kRing, kTree} -> "ring,tree" with `separator` between the names.
+std::string join_names(const std::vector<Algorithm>& algos, std::string_view separator = ",");
 // Whether the algorithm takes AlgoConfig::group_size (hier, rings).
 bool uses_groups(Algorithm a);
 // "1,4" -> {1, 4}: pipeline chunk counts, each an integer from 1 (the sweeps'
