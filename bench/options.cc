@@ -246,7 +246,7 @@ BenchConfig resolve(const BenchFlags& f) {
   c.in_place = f.in_place;
   c.chunks = coll::parse_chunk_list(f.chunks, "--chunks");
   c.group_size = parse_group_size(f.group_size, c.ranks);
-  c.inners = coll::parse_inner_list(f.inner, "--inner");
+  c.inners = coll::parse_inner_list(f.inner, "--inner", c.coll);
   c.timeout = std::chrono::milliseconds(at_least(f.timeout_ms, 1, "--timeout-ms"));
   c.json_path = f.json_path;
   c.compare = f.compare;

@@ -212,6 +212,19 @@ std::vector<Algorithm> parse_inner_list(std::string_view text, std::string_view 
   }
 }
 
+std::vector<Algorithm> parse_inner_list(std::string_view text, std::string_view what,
+                                        CollectiveKind kind) {
+  auto inners = parse_inner_list(text, what);
+  const bool other =
+      std::any_of(inners.begin(), inners.end(), [](Algorithm a) { return a != Algorithm::kRing; });
+  if (other && kind != CollectiveKind::kAllReduce)
+    throw InvalidArgument(fmt::format(
+        "{}: only allreduce's hier has an inner algorithm (--coll {} runs rings in both phases; "
+        "allowed: ring)",
+        what, collective_name(kind)));
+  return inners;
+}
+
 std::vector<Algorithm> algorithms_for(CollectiveKind kind) {
   switch (kind) {
     case CollectiveKind::kAllReduce:

@@ -90,7 +90,7 @@ int run_check(const CheckArgs& a) {
   const CollectiveKind kind = parse_collective(a.coll, "--coll");
   const auto [lo, hi] = parse_range(a.ranks);
   validate(a, lo);
-  const auto inners = parse_inner_list(a.inner, "--inner");
+  const auto inners = parse_inner_list(a.inner, "--inner", kind);
   const auto count = static_cast<std::uint64_t>(a.count);
   const auto chunk_counts = parse_chunk_list(a.chunks, "--chunks");
   int failures = 0, checked = 0;

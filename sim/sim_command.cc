@@ -123,15 +123,7 @@ std::vector<Algorithm> parse_algos(const std::string& list, CollectiveKind kind)
 // --inner: flat all-reduces for hier's phase between groups, which only
 // all-reduce's hier has (its reduce-scatter and all-gather run rings).
 std::vector<Algorithm> inners_of(const SimFlags& f) {
-  const auto inners = coll::parse_inner_list(f.inner, "--inner");
-  const bool other =
-      std::any_of(inners.begin(), inners.end(), [](Algorithm a) { return a != Algorithm::kRing; });
-  if (other && f.coll != "allreduce")
-    throw InvalidArgument(fmt::format(
-        "--inner: only allreduce's hier has an inner algorithm (--coll {} runs rings in both "
-        "phases)",
-        f.coll));
-  return inners;
+  return coll::parse_inner_list(f.inner, "--inner", coll::parse_collective(f.coll, "--coll"));
 }
 
 // Every algorithm with every chunk count, hier with every inner algorithm

@@ -62,6 +62,10 @@ Algorithm parse_inner(std::string_view name, std::string_view what);
 // "ring,tree" -> {kRing, kTree}: inner algorithms, each once (the sweeps'
 // --inner); throws InvalidArgument naming `what` and the item.
 std::vector<Algorithm> parse_inner_list(std::string_view text, std::string_view what);
+// The same for --coll `kind`: only all-reduce's hier has an inner phase (the
+// others' run rings), so another collective allows the ring alone.
+std::vector<Algorithm> parse_inner_list(std::string_view text, std::string_view what,
+                                        CollectiveKind kind);
 
 // The group size the hierarchical algorithm uses when none is given and no
 // topology says otherwise: the smallest divisor of `ranks` that is at least
