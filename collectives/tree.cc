@@ -86,9 +86,15 @@ Program tree_all_reduce(int n, int me, std::uint64_t count, int chunks) {
     const Partition cp{halves.size(t), std::uint64_t(chunks)};
     return Region{buf, halves.offset(t) + cp.offset(c), cp.size(c)};
   };
+  // The tree where this rank is a leaf (every rank is one in at least one)
+  // goes first in each chunk: its sends up wait for nothing, so they do not
+  // stand behind the other tree's wait for its children (under in-order
+  // issue, a rank deep in one tree held the other tree back by that depth).
+  const bool leaf0 = node[0].kids[0] < 0 && node[0].kids[1] < 0;
+  const std::array<int, 2> order = leaf0 ? std::array{0, 1} : std::array{1, 0};
   // Up: reduce the children's partial sums into mine, pass the result up.
   for (int c = 0; c < chunks; ++c) {
-    for (int t = 0; t < 2; ++t) {
+    for (int t : order) {
       const Region in = chunk(BufferId::kInput, t, c), out = chunk(BufferId::kOutput, t, c);
       if (out.count == 0) continue;
       const int i = t * chunks + c;
@@ -107,7 +113,7 @@ Program tree_all_reduce(int n, int me, std::uint64_t count, int chunks) {
   // Down: the root's result flows back to every rank.
   e.set_phase("tree-down");
   for (int c = 0; c < chunks; ++c) {
-    for (int t = 0; t < 2; ++t) {
+    for (int t : order) {
       const Region out = chunk(BufferId::kOutput, t, c);
       if (out.count == 0) continue;
       const int i = t * chunks + c;
