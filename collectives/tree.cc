@@ -110,10 +110,13 @@ Program tree_all_reduce(int n, int me, std::uint64_t count, int chunks) {
       }
     }
   }
-  // Down: the root's result flows back to every rank.
+  // Down: the root's result flows back to every rank, tree 0 first at every
+  // rank. (The leaf tree first here too made the gloo executor's rank thread
+  // sit in a wait its watchdog had to break: 4 ranks, 4 KiB, 2.1 ms against
+  // 0.45.)
   e.set_phase("tree-down");
   for (int c = 0; c < chunks; ++c) {
-    for (int t : order) {
+    for (int t = 0; t < 2; ++t) {
       const Region out = chunk(BufferId::kOutput, t, c);
       if (out.count == 0) continue;
       const int i = t * chunks + c;
