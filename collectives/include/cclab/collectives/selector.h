@@ -105,7 +105,7 @@ struct SelectorSettings {
   const TuningTable* table_for(CollectiveKind kind, int ranks) const;
 };
 
-// CCLAB_ALGO ("hd", "ring:4") and CCLAB_TUNING (table files separated by ':',
+// CCLAB_ALGO ("hd", "ring:4", "hier/tree") and CCLAB_TUNING (table files separated by ':',
 // for different collectives or rank counts), read once per process; a
 // malformed value, or two tables for one collective and rank count, throws
 // InvalidArgument naming the variable, on this and every later call.
