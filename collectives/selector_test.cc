@@ -6,6 +6,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -53,14 +54,14 @@ TEST(Selector, InnerListsParseInOrderAndRefuseByName) {
       parse_inner_list("hd,ring,direct", "--inner"),
       (std::vector<Algorithm>{Algorithm::kHalvingDoubling, Algorithm::kRing, Algorithm::kDirect}));
   EXPECT_EQ(parse_inner_list("all", "--inner"), inner_algorithms());
-  EXPECT_EQ(error_of([] { parse_inner_list("ring,rings", "--inner"); }),
-            "--inner: 'rings' is not an inner algorithm (allowed: ring, tree, hd, direct, or all)");
-  EXPECT_EQ(error_of([] { parse_inner_list("tree,", "--inner"); }),
-            "--inner: '' is not an inner algorithm (allowed: ring, tree, hd, direct, or all)");
-  EXPECT_EQ(error_of([] { parse_inner_list("hd,tree,hd", "--inner"); }),
-            "--inner: 'hd' is given twice (each inner algorithm once)");
-  EXPECT_EQ(error_of([] { parse_inner_list("tree,all", "--inner"); }),
-            "--inner: 'tree' is given twice (each inner algorithm once)");
+  const std::pair<const char*, const char*> bad[] = {
+      {"ring,rings", "'rings' is not an inner algorithm (allowed: ring, tree, hd, direct, or all)"},
+      {"tree,", "'' is not an inner algorithm (allowed: ring, tree, hd, direct, or all)"},
+      {"hd,tree,hd", "'hd' is given twice (each inner algorithm once)"},
+      {"tree,all", "'tree' is given twice (each inner algorithm once)"}};
+  for (const auto& [text, why] : bad)
+    EXPECT_EQ(error_of([&] { parse_inner_list(text, "--inner"); }),
+              fmt::format("--inner: {}", why));
 }
 
 TEST(Selector, MalformedCandidatesNameTheVariable) {
@@ -73,12 +74,13 @@ TEST(Selector, MalformedCandidatesNameTheVariable) {
               }).find(fmt::format("CCLAB_ALGO: malformed chunks in '{}'", bad)),
               std::string::npos)
         << bad;
-  EXPECT_EQ(error_of([] { parse_candidate("ring/tree", "CCLAB_ALGO"); }),
-            "CCLAB_ALGO: 'ring' has no inner algorithm (allowed: hier/INNER, e.g. hier/tree)");
-  EXPECT_EQ(error_of([] { parse_candidate("hier/rings:2", "CCLAB_ALGO"); }),
-            "CCLAB_ALGO: 'rings' is not an inner algorithm (allowed: ring, tree, hd, direct)");
-  EXPECT_EQ(error_of([] { parse_candidate("hier/", "CCLAB_ALGO"); }),
-            "CCLAB_ALGO: '' is not an inner algorithm (allowed: ring, tree, hd, direct)");
+  const std::pair<const char*, const char*> bad_inner[] = {
+      {"ring/tree", "'ring' has no inner algorithm (allowed: hier/INNER, e.g. hier/tree)"},
+      {"hier/rings:2", "'rings' is not an inner algorithm (allowed: ring, tree, hd, direct)"},
+      {"hier/", "'' is not an inner algorithm (allowed: ring, tree, hd, direct)"}};
+  for (const auto& [text, why] : bad_inner)
+    EXPECT_EQ(error_of([&] { parse_candidate(text, "CCLAB_ALGO"); }),
+              fmt::format("CCLAB_ALGO: {}", why));
 }
 
 TEST(Selector, BandsFromTimesKeepEachSizesFastest) {
