@@ -58,9 +58,7 @@ void validate(const CollectiveShape& s, const AlgoConfig& c) {
        c.inner == Algorithm::kAuto))
     throw InvalidArgument(fmt::format(
         "inner: '{}' is not allowed (allowed: ring, tree, hd, direct)", algorithm_name(c.inner)));
-  const bool blocks =
-      s.kind == CollectiveKind::kReduceScatter || s.kind == CollectiveKind::kAllGather;
-  if (c.algo == Algorithm::kHierarchical && blocks && c.inner != Algorithm::kRing)
+  if (c.algo == Algorithm::kHierarchical && !allows_inner(s.kind, c.inner))
     throw InvalidArgument(
         fmt::format("inner: '{}' is not allowed for {} (allowed: ring; hier's {} "
                     "runs rings in both phases)",
@@ -170,12 +168,6 @@ namespace {
 // "ring, tree, hd, direct": the names of inner_algorithms(), for messages.
 std::string inner_names() { return join_names(inner_algorithms(), ", "); }
 
-bool is_inner_name(std::string_view name) {
-  const auto all = inner_algorithms();
-  return std::any_of(all.begin(), all.end(),
-                     [&](Algorithm a) { return algorithm_name(a) == name; });
-}
-
 }  // namespace
 
 std::vector<Algorithm> inner_algorithms() {
@@ -183,6 +175,10 @@ std::vector<Algorithm> inner_algorithms() {
   for (Algorithm a : kAllAlgorithms)
     if (a != Algorithm::kHierarchical && a != Algorithm::kRings) out.push_back(a);
   return out;
+}
+
+bool allows_inner(CollectiveKind kind, Algorithm inner) {
+  return inner == Algorithm::kRing || kind == CollectiveKind::kAllReduce;
 }
 
 Algorithm parse_inner(std::string_view name, std::string_view what) {
@@ -197,11 +193,12 @@ std::vector<Algorithm> parse_inner_list(std::string_view text, std::string_view 
   for (std::size_t pos = 0;;) {
     const auto comma = text.find(',', pos);
     const std::string_view item = text.substr(pos, comma - pos);
-    if (item != "all" && !is_inner_name(item))
+    std::vector<Algorithm> named = inner_algorithms();  // `all`, else the one named
+    if (item != "all") std::erase_if(named, [&](Algorithm a) { return algorithm_name(a) != item; });
+    if (named.empty())
       throw InvalidArgument(fmt::format("{}: '{}' is not an inner algorithm (allowed: {}, or all)",
                                         what, item, inner_names()));
-    for (Algorithm a : inner_algorithms()) {
-      if (item != "all" && algorithm_name(a) != item) continue;
+    for (Algorithm a : named) {
       if (std::find(out.begin(), out.end(), a) != out.end())
         throw InvalidArgument(fmt::format("{}: '{}' is given twice (each inner algorithm once)",
                                           what, algorithm_name(a)));
@@ -215,9 +212,9 @@ std::vector<Algorithm> parse_inner_list(std::string_view text, std::string_view 
 std::vector<Algorithm> parse_inner_list(std::string_view text, std::string_view what,
                                         CollectiveKind kind) {
   auto inners = parse_inner_list(text, what);
-  const bool other =
-      std::any_of(inners.begin(), inners.end(), [](Algorithm a) { return a != Algorithm::kRing; });
-  if (other && kind != CollectiveKind::kAllReduce)
+  const bool refused = std::any_of(inners.begin(), inners.end(),
+                                   [&](Algorithm a) { return !allows_inner(kind, a); });
+  if (refused)
     throw InvalidArgument(fmt::format(
         "{}: only allreduce's hier has an inner algorithm (--coll {} runs rings in both phases; "
         "allowed: ring)",

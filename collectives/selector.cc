@@ -50,7 +50,7 @@ Algorithm parse_band_inner(const json& b, Algorithm algo, CollectiveKind kind,
               fmt::format("only hier has an inner algorithm, not '{}'", algorithm_name(algo)));
   const Algorithm inner =
       parse_inner(name, fmt::format("tuning table '{}': {}.inner", source, field));
-  if (inner != Algorithm::kRing && kind != CollectiveKind::kAllReduce)
+  if (!allows_inner(kind, inner))
     bad_field(source, field + ".inner",
               fmt::format("'{}' is not allowed for {} (allowed: ring; its hier runs rings)", name,
                           collective_name(kind)));
@@ -124,8 +124,7 @@ struct Resolved {
 // Whether CCLAB_ALGO's choice runs `kind`: hier with an inner other than the
 // ring is all-reduce's only.
 bool forced_applies(const AlgoConfig& forced, CollectiveKind kind) {
-  return supports(kind, forced.algo) &&
-         (forced.inner == Algorithm::kRing || kind == CollectiveKind::kAllReduce);
+  return supports(kind, forced.algo) && allows_inner(kind, forced.inner);
 }
 
 Resolved resolve(const CollectiveShape& shape, std::size_t elem_bytes, const AlgoConfig& requested,

@@ -56,6 +56,9 @@ bool supports(CollectiveKind kind, Algorithm a);
 // What hier all-reduce may run between groups (AlgoConfig::inner): the flat
 // all-reduces, in display order.
 std::vector<Algorithm> inner_algorithms();
+// Whether `kind`'s hier may run `inner` between groups: all-reduce's has an
+// inner phase, the other collectives' hier runs rings in both phases.
+bool allows_inner(CollectiveKind kind, Algorithm inner);
 // One of inner_algorithms() by name; throws InvalidArgument naming `what`
 // and the allowed names.
 Algorithm parse_inner(std::string_view name, std::string_view what);
