@@ -21,7 +21,8 @@
 // are handled on the thread that waited for them (gloo_waiter.h), under the
 // communicator's mutex; the StepRunner decides what to issue next. In a
 // blocking collective that thread is mostly the rank's own: it waits on its
-// collective's transfers itself, receives first, as Gloo's algorithms do.
+// collective's transfers itself: first what the next step to issue waits
+// for, else receives first, as Gloo's algorithms do.
 #include "gloo_comm.h"
 
 #include <algorithm>
@@ -304,8 +305,9 @@ void GlooComm::wait_locked(std::unique_lock<std::mutex>& lock, Op& op) {
     // Wait on one of this collective's transfers here rather than hand it to
     // a worker: the thread that waited continues without a wake-up.
     waiters_.rank_begin(op.seq);
+    const WaitHint hint = next_step_waits_for(op);
     lock.unlock();
-    const bool ran = waiters_.rank_run(op.seq, timeout());
+    const bool ran = waiters_.rank_run(op.seq, timeout(), hint);
     lock.lock();
     if (ran) continue;
     const auto deadline = std::min(last_progress_ + timeout(), Clock::now() + kLivenessTick);
@@ -322,6 +324,22 @@ void GlooComm::wait_locked(std::unique_lock<std::mutex>& lock, Op& op) {
     set_broken(fmt::format("rank {}: timed out after {} ms in {}", rank(), timeout().count(), at),
                true);
   }
+}
+
+WaitHint GlooComm::next_step_waits_for(const Op& op) const {
+  static_assert(WaitHint::kMax >= kMaxDeps);
+  WaitHint hint;
+  const Step* next = op.runner->peek_next();
+  if (next == nullptr) return hint;
+  for (int k = 0; k < next->num_deps; ++k) {
+    const auto it = op.inflight.find(next->deps[k]);
+    if (it == op.inflight.end()) continue;  // done, or local
+    if (it->second.buf)
+      hint.add_step(it->first);
+    else if (it->second.step.is_recv())
+      hint.add_eager_peer(it->second.step.peer);
+  }
+  return hint;
 }
 
 bool GlooComm::test(Op& op) {

@@ -194,6 +194,8 @@ class GlooComm final : public Communicator {
     if (op.runner->finished()) finish(op);
   }
   void post_sends(Op& op);
+  // What the rank's thread should wait on first (gloo_waiter.h).
+  WaitHint next_step_waits_for(const Op& op) const;
   void on_completion(const Completion& c);
   // Eager messages (gloo_eager.h): register the receive rings, issue a send
   // or receive step, hand the next ring entry or a signal buffer to a

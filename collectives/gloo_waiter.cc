@@ -21,6 +21,15 @@ constexpr int kIdleTicks = 100;
 
 }  // namespace
 
+bool WaitHint::wants(const WaitJob& job) const {
+  if (job.signal) return false;
+  if (job.eager_peer >= 0)
+    return std::find(eager_peers.begin(), eager_peers.begin() + num_peers, job.eager_peer) !=
+           eager_peers.begin() + num_peers;
+  return std::find(steps.begin(), steps.begin() + num_steps, job.step_id) !=
+         steps.begin() + num_steps;
+}
+
 WaiterPool::~WaiterPool() {
   {
     std::lock_guard lock(mu_);
@@ -86,7 +95,8 @@ void WaiterPool::rank_end() {
   release_held_locked();
 }
 
-bool WaiterPool::rank_run(std::uint64_t op_seq, std::chrono::milliseconds limit) {
+bool WaiterPool::rank_run(std::uint64_t op_seq, std::chrono::milliseconds limit,
+                          const WaitHint& first) {
   WaitJob job;
   {
     std::lock_guard lock(mu_);
@@ -94,11 +104,14 @@ bool WaiterPool::rank_run(std::uint64_t op_seq, std::chrono::milliseconds limit)
       release_held_locked();  // it sleeps until the workers' handlers finish the collective
       return false;
     }
-    // Receives first: they feed what the rank does next, while a send's
-    // completion only frees its buffer, and may wait for a peer that first
-    // needs one of those receives done (direct all-reduce on 4 ranks, waiting
-    // in posted order: 2x slower at 256 KiB).
-    auto it = std::find_if(held_.begin(), held_.end(), [](const WaitJob& j) { return j.is_recv; });
+    // What the next step waits for, else receives: they feed what the rank
+    // does next, while a send's completion only frees its buffer, and may
+    // wait for a peer that first needs one of those receives done (direct
+    // all-reduce on 4 ranks, waiting in posted order: 2x slower at 256 KiB).
+    auto it =
+        std::find_if(held_.begin(), held_.end(), [&](const WaitJob& j) { return first.wants(j); });
+    if (it == held_.end())
+      it = std::find_if(held_.begin(), held_.end(), [](const WaitJob& j) { return j.is_recv; });
     if (it == held_.end()) it = held_.begin();
     job = *it;
     held_.erase(it);

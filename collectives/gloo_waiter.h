@@ -6,8 +6,9 @@
 // next steps), as Gloo's own algorithms continue on the thread that waited.
 //
 // A blocking collective's single-message transfers are held for the rank's
-// own thread, which waits on them one at a time, the oldest receive first,
-// then the oldest send, as Gloo's own algorithms wait: no worker is woken for
+// own thread, which waits on them one at a time: first a transfer that the
+// next step to issue depends on (the communicator's hint), else the oldest
+// receive, then the oldest send, as Gloo's own algorithms wait: no worker is woken for
 // them, so the critical path has one wake-up per message (Gloo's loop thread
 // waking the rank's thread). Measured (2 ranks, 256 KiB-2 MiB, AMD EPYC VM):
 // 7-32% less time than handing every wait to a worker. Waiting in any fixed
@@ -21,6 +22,7 @@
 // cclab-waiter and cclab-watchdog.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -59,6 +61,22 @@ struct WaitJob {
 
 inline constexpr std::uint64_t kNoCollective = ~std::uint64_t{0};
 
+// The transfers the rank's next step waits for (its deps in flight): those
+// steps' rendezvous transfers, and the eager inboxes of the peers its eager
+// receives come from. The rank's thread waits on one of them first: waiting
+// on another instead leaves the issue stalled until a watchdog tick, however
+// early the wanted one completes.
+struct WaitHint {
+  static constexpr int kMax = 4;  // a step's deps (schedule.h's kMaxDeps)
+  std::array<std::int64_t, kMax> steps{};
+  std::array<int, kMax> eager_peers{};
+  int num_steps = 0, num_peers = 0;
+
+  void add_step(std::int64_t id) { steps[num_steps++] = id; }
+  void add_eager_peer(int peer) { eager_peers[num_peers++] = peer; }
+  bool wants(const WaitJob& job) const;
+};
+
 struct Completion {
   std::uint64_t op_seq = 0;
   std::int64_t step_id = 0;
@@ -96,13 +114,14 @@ class WaiterPool {
   // progress can end.
   void submit(const WaitJob& job);
   // The rank's thread, waiting for collective `op_seq`: rank_begin() holds
-  // that collective's holdable jobs for it from now on; rank_run() takes the
-  // oldest held receive, else the oldest held send, and runs it (wait with
-  // `limit`, then handler) on the calling thread, or, when none is held,
+  // that collective's holdable jobs for it from now on; rank_run() takes a
+  // held job that `first` wants, else the oldest held receive, else the
+  // oldest held send, and runs it (wait with `limit`, then handler) on the
+  // calling thread, or, when none is held,
   // stops holding and returns false; rank_end() stops holding and hands
   // what is held to workers.
   void rank_begin(std::uint64_t op_seq);
-  bool rank_run(std::uint64_t op_seq, std::chrono::milliseconds limit);
+  bool rank_run(std::uint64_t op_seq, std::chrono::milliseconds limit, const WaitHint& first = {});
   void rank_end();
 
  private:

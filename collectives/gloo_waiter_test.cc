@@ -1,6 +1,7 @@
 // The waiter pool's policy for a blocking collective (gloo_waiter.h), on two
 // real Gloo contexts over 127.0.0.1 in this process: the rank's own thread
-// runs the transfers held for it, receives before sends, and a held
+// runs the transfers held for it, what the next step waits for first, then
+// receives before sends, and a held
 // transfer whose completion the peer needs before it can finish the one the
 // rank's thread is blocked on is handed to a worker instead of deadlocking.
 #include "gloo_waiter.h"
@@ -113,6 +114,62 @@ TEST(GlooWaiterPool, RankThreadRunsItsHeldReceivesBeforeItsSends) {
   }
   EXPECT_EQ(a, 1.0f);
   EXPECT_EQ(b, 2.0f);
+}
+
+// The communicator's hint (what the next step to issue waits for) comes
+// before the receives-first rule: with the send, A and B held and complete,
+// a hint naming B, then one naming the send, then none, runs B, the send, A.
+// An eager inbox is wanted by its peer, not by step id.
+TEST(GlooWaiterPool, RankThreadRunsWhatTheNextStepWaitsForFirst) {
+  auto ctx = connect_two();
+  float a = 0, b = 0, out = 5;
+  auto recv_a = ctx[0]->createUnboundBuffer(&a, sizeof a);
+  auto recv_b = ctx[0]->createUnboundBuffer(&b, sizeof b);
+  auto send = ctx[0]->createUnboundBuffer(&out, sizeof out);
+  Seen seen;
+  {
+    WaiterPool pool(20s, [&](const Completion& c) { seen.add(c); });
+    pool.rank_begin(7);
+    send->send(1, kSlotA);
+    pool.submit(held_job(send.get(), false, 0));
+    recv_a->recv(1, kSlotA);
+    pool.submit(held_job(recv_a.get(), true, 1));
+    recv_b->recv(1, kSlotB);
+    pool.submit(held_job(recv_b.get(), true, 2));
+    std::thread peer([&] {
+      float x = 1, y = 2, in = 0;
+      auto sa = ctx[1]->createUnboundBuffer(&x, sizeof x);
+      auto sb = ctx[1]->createUnboundBuffer(&y, sizeof y);
+      auto r = ctx[1]->createUnboundBuffer(&in, sizeof in);
+      sa->send(0, kSlotA);
+      sb->send(0, kSlotB);
+      r->recv(0, kSlotA);
+      sa->waitSend();
+      sb->waitSend();
+      r->waitRecv();
+    });
+    peer.join();  // all complete: the order is the pool's choice alone
+    WaitHint want_b, want_send;
+    want_b.add_step(2);
+    want_send.add_step(0);
+    EXPECT_TRUE(pool.rank_run(7, 20s, want_b));
+    EXPECT_TRUE(pool.rank_run(7, 20s, want_send));
+    EXPECT_TRUE(pool.rank_run(7, 20s));
+    EXPECT_FALSE(pool.rank_run(7, 20s));
+    pool.rank_end();
+  }
+  ASSERT_EQ(seen.steps, (std::vector<std::int64_t>{2, 0, 1}));
+  for (std::size_t i = 0; i < seen.steps.size(); ++i) {
+    EXPECT_TRUE(seen.ok[i]) << "step " << seen.steps[i];
+    EXPECT_EQ(seen.threads[i], std::this_thread::get_id()) << "step " << seen.steps[i];
+  }
+  WaitHint eager;
+  eager.add_eager_peer(3);
+  WaitJob inbox{nullptr, true, 7, /*step_id=*/2, /*eager_peer=*/3};
+  EXPECT_TRUE(eager.wants(inbox));
+  inbox.signal = true;
+  EXPECT_FALSE(eager.wants(inbox)) << "a credit signal is no message";
+  EXPECT_FALSE(eager.wants(held_job(recv_b.get(), true, 3))) << "step 3 is not peer 3's inbox";
 }
 
 TEST(GlooWaiterPool, HeldTransferThePeerWaitsForGoesToAWorker) {
