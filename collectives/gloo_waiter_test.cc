@@ -67,88 +67,75 @@ WaitJob held_job(gloo::transport::UnboundBuffer* buf, bool is_recv, std::int64_t
 
 constexpr std::uint64_t kSlotA = 1, kSlotB = 2;
 
-TEST(GlooWaiterPool, RankThreadRunsItsHeldReceivesBeforeItsSends) {
-  auto ctx = connect_two();
+// Rank 0 holds a send (step 0) and receives A (1) and B (2), posted and
+// submitted in that order; the peer completes all three before the rank's
+// thread runs any, so the order they run in is the pool's choice alone.
+// (Run while the peer was still sending, a wait that outlasted the
+// watchdog's 1 ms tick under ASan on 2 busy cores handed the rest to
+// workers: order 0, 1, 2.)
+struct SendAndTwoReceives {
+  std::array<std::shared_ptr<gloo::Context>, 2> ctx = connect_two();
   float a = 0, b = 0, out = 5;
-  auto recv_a = ctx[0]->createUnboundBuffer(&a, sizeof a);
-  auto recv_b = ctx[0]->createUnboundBuffer(&b, sizeof b);
-  auto send = ctx[0]->createUnboundBuffer(&out, sizeof out);
-  Seen seen;
-  {
-    WaiterPool pool(20s, [&](const Completion& c) { seen.add(c); });
+  std::unique_ptr<gloo::transport::UnboundBuffer> recv_a = ctx[0]->createUnboundBuffer(&a, 4),
+                                                  recv_b = ctx[0]->createUnboundBuffer(&b, 4),
+                                                  send = ctx[0]->createUnboundBuffer(&out, 4);
+
+  void hold_completed(WaiterPool& pool) {
     pool.rank_begin(7);
-    // Posted and submitted in the order send, A, B: the rank's thread takes
-    // A, then B, then the send.
     send->send(1, kSlotA);
     pool.submit(held_job(send.get(), false, 0));
     recv_a->recv(1, kSlotA);
     pool.submit(held_job(recv_a.get(), true, 1));
     recv_b->recv(1, kSlotB);
     pool.submit(held_job(recv_b.get(), true, 2));
-    std::thread peer([&] {
-      float x = 1, y = 2, in = 0;
-      auto sa = ctx[1]->createUnboundBuffer(&x, sizeof x);
-      auto sb = ctx[1]->createUnboundBuffer(&y, sizeof y);
-      auto r = ctx[1]->createUnboundBuffer(&in, sizeof in);
-      sa->send(0, kSlotA);
-      sb->send(0, kSlotB);
-      r->recv(0, kSlotA);
-      sa->waitSend();
-      sb->waitSend();
-      r->waitRecv();
-    });
-    // Every transfer completes before the rank's thread runs any: the order
-    // is then the pool's choice alone. (Run while the peer was still sending,
-    // a wait that outlasted the watchdog's 1 ms tick under ASan on 2 busy
-    // cores handed the rest to workers: order 0, 1, 2.)
-    peer.join();
+    float x = 1, y = 2, in = 0;
+    auto sa = ctx[1]->createUnboundBuffer(&x, sizeof x);
+    auto sb = ctx[1]->createUnboundBuffer(&y, sizeof y);
+    auto r = ctx[1]->createUnboundBuffer(&in, sizeof in);
+    sa->send(0, kSlotA);
+    sb->send(0, kSlotB);
+    r->recv(0, kSlotA);
+    sa->waitSend();
+    sb->waitSend();
+    r->waitRecv();
+  }
+
+  // All three ran, in `order`, on the calling thread, and A and B arrived.
+  void expect_ran(const Seen& seen, const std::vector<std::int64_t>& order) const {
+    ASSERT_EQ(seen.steps, order);
+    for (std::size_t i = 0; i < seen.steps.size(); ++i) {
+      EXPECT_TRUE(seen.ok[i]) << "step " << seen.steps[i];
+      EXPECT_EQ(seen.threads[i], std::this_thread::get_id())
+          << "step " << seen.steps[i] << " ran on a worker, not the rank's thread";
+    }
+    EXPECT_EQ(a, 1.0f);
+    EXPECT_EQ(b, 2.0f);
+  }
+};
+
+TEST(GlooWaiterPool, RankThreadRunsItsHeldReceivesBeforeItsSends) {
+  SendAndTwoReceives t;
+  Seen seen;
+  {
+    WaiterPool pool(20s, [&](const Completion& c) { seen.add(c); });
+    t.hold_completed(pool);
     while (pool.rank_run(7, 20s)) {
     }
     pool.rank_end();
   }
-  ASSERT_EQ(seen.steps, (std::vector<std::int64_t>{1, 2, 0}));
-  for (std::size_t i = 0; i < seen.steps.size(); ++i) {
-    EXPECT_TRUE(seen.ok[i]) << "step " << seen.steps[i];
-    EXPECT_EQ(seen.threads[i], std::this_thread::get_id())
-        << "step " << seen.steps[i] << " ran on a worker, not the rank's thread";
-  }
-  EXPECT_EQ(a, 1.0f);
-  EXPECT_EQ(b, 2.0f);
+  t.expect_ran(seen, {1, 2, 0});
 }
 
 // The communicator's hint (what the next step to issue waits for) comes
-// before the receives-first rule: with the send, A and B held and complete,
-// a hint naming B, then one naming the send, then none, runs B, the send, A.
-// An eager inbox is wanted by its peer, not by step id.
+// before the receives-first rule: a hint naming B, then one naming the
+// send, then none, runs B, the send, A. An eager inbox is wanted by its
+// peer, not by step id.
 TEST(GlooWaiterPool, RankThreadRunsWhatTheNextStepWaitsForFirst) {
-  auto ctx = connect_two();
-  float a = 0, b = 0, out = 5;
-  auto recv_a = ctx[0]->createUnboundBuffer(&a, sizeof a);
-  auto recv_b = ctx[0]->createUnboundBuffer(&b, sizeof b);
-  auto send = ctx[0]->createUnboundBuffer(&out, sizeof out);
+  SendAndTwoReceives t;
   Seen seen;
   {
     WaiterPool pool(20s, [&](const Completion& c) { seen.add(c); });
-    pool.rank_begin(7);
-    send->send(1, kSlotA);
-    pool.submit(held_job(send.get(), false, 0));
-    recv_a->recv(1, kSlotA);
-    pool.submit(held_job(recv_a.get(), true, 1));
-    recv_b->recv(1, kSlotB);
-    pool.submit(held_job(recv_b.get(), true, 2));
-    std::thread peer([&] {
-      float x = 1, y = 2, in = 0;
-      auto sa = ctx[1]->createUnboundBuffer(&x, sizeof x);
-      auto sb = ctx[1]->createUnboundBuffer(&y, sizeof y);
-      auto r = ctx[1]->createUnboundBuffer(&in, sizeof in);
-      sa->send(0, kSlotA);
-      sb->send(0, kSlotB);
-      r->recv(0, kSlotA);
-      sa->waitSend();
-      sb->waitSend();
-      r->waitRecv();
-    });
-    peer.join();  // all complete: the order is the pool's choice alone
+    t.hold_completed(pool);
     WaitHint want_b, want_send;
     want_b.add_step(2);
     want_send.add_step(0);
@@ -158,18 +145,14 @@ TEST(GlooWaiterPool, RankThreadRunsWhatTheNextStepWaitsForFirst) {
     EXPECT_FALSE(pool.rank_run(7, 20s));
     pool.rank_end();
   }
-  ASSERT_EQ(seen.steps, (std::vector<std::int64_t>{2, 0, 1}));
-  for (std::size_t i = 0; i < seen.steps.size(); ++i) {
-    EXPECT_TRUE(seen.ok[i]) << "step " << seen.steps[i];
-    EXPECT_EQ(seen.threads[i], std::this_thread::get_id()) << "step " << seen.steps[i];
-  }
+  t.expect_ran(seen, {2, 0, 1});
   WaitHint eager;
   eager.add_eager_peer(3);
   WaitJob inbox{nullptr, true, 7, /*step_id=*/2, /*eager_peer=*/3};
   EXPECT_TRUE(eager.wants(inbox));
   inbox.signal = true;
   EXPECT_FALSE(eager.wants(inbox)) << "a credit signal is no message";
-  EXPECT_FALSE(eager.wants(held_job(recv_b.get(), true, 3))) << "step 3 is not peer 3's inbox";
+  EXPECT_FALSE(eager.wants(held_job(t.recv_b.get(), true, 3))) << "step 3 is not peer 3's inbox";
 }
 
 TEST(GlooWaiterPool, HeldTransferThePeerWaitsForGoesToAWorker) {
