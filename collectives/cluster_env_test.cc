@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "cclab/collectives/error.h"
+#include "cclab/test/errors.h"
 
 namespace cclab::coll {
 namespace {
@@ -17,16 +18,7 @@ EnvLookup env_of(std::map<std::string, std::string> vars) {
   };
 }
 
-// Expects InvalidArgument whose message contains every one of `parts`.
-template <class Fn>
-void expect_invalid(Fn&& fn, std::initializer_list<std::string_view> parts) {
-  try {
-    fn();
-    FAIL() << "no exception";
-  } catch (const InvalidArgument& e) {
-    for (auto p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
-  }
-}
+using cclab::test::expect_invalid;
 
 // A TF_CONFIG document: `cluster` (the text of its member) and the task.
 std::string fmt_json(std::string_view cluster, std::string_view type, int index) {

@@ -10,6 +10,7 @@
 #include "cclab/collectives/algorithms.h"
 #include "cclab/collectives/error.h"
 #include "cclab/collectives/types.h"
+#include "cclab/test/errors.h"
 
 // Counts heap bytes so a test can bound what generating a program allocates.
 namespace {
@@ -108,14 +109,7 @@ TEST(LazyPrograms, HierarchicalOf16384RanksAllocatesLittle) {
 }
 
 TEST(MakeSchedule, RejectsBadArgumentsNamingTheField) {
-  auto msg = [](auto fn) {
-    try {
-      fn();
-    } catch (const InvalidArgument& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
+  const auto msg = [](auto fn) { return cclab::test::error_of(fn); };
   EXPECT_NE(msg([] {
               make_schedule({CollectiveKind::kAllReduce, 4, 10}, {Algorithm::kRing, 0});
             }).find("chunks"),

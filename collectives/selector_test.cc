@@ -13,19 +13,12 @@
 #include <gtest/gtest.h>
 
 #include "cclab/collectives/error.h"
+#include "cclab/test/errors.h"
 
 namespace cclab::coll {
 namespace {
 
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using cclab::test::error_of;
 
 TEST(Selector, CandidateLabelsRoundTrip) {
   for (auto a : algorithms_for(CollectiveKind::kAllReduce))

@@ -15,6 +15,7 @@
 #include "cclab/sim/simulator.h"
 #include "cclab/sim/topology.h"
 #include "cclab/sim/units.h"
+#include "cclab/test/errors.h"
 #include "test_util.h"
 
 namespace cclab::sim {
@@ -50,15 +51,7 @@ Measurements made_on(
 }
 
 const auto kExact = [](std::size_t) { return 1.0; };
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using cclab::test::error_of;
 
 constexpr const char* kNoOverheadAtTwoRanks =
     "no per-message overhead: at 2 ranks it cannot be told from latency (fit a record of 3 or "

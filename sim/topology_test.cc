@@ -11,20 +11,12 @@
 #include "cclab/collectives/error.h"
 #include "cclab/sim/routing.h"
 #include "cclab/sim/units.h"
+#include "cclab/test/errors.h"
 
 namespace cclab::sim {
 namespace {
 
-// Expects InvalidArgument whose message contains `needle`.
-template <class Fn>
-void expect_invalid(Fn&& fn, const std::string& needle) {
-  try {
-    fn();
-    ADD_FAILURE() << "no exception; expected one naming '" << needle << "'";
-  } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
+using cclab::test::expect_invalid;
 
 TEST(Units, BandwidthAndLatency) {
   EXPECT_DOUBLE_EQ(parse_bandwidth("100Gbps", "bw"), 100e9 / 8);  // bits -> bytes

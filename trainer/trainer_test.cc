@@ -13,6 +13,7 @@
 
 #include "cclab/collectives/algorithms.h"
 #include "cclab/collectives/error.h"
+#include "cclab/test/errors.h"
 #include "cclab/trainer/checkpoint.h"
 #include "cclab/trainer/cluster.h"
 #include "test_util.h"
@@ -21,6 +22,7 @@ namespace cclab::train {
 namespace {
 
 namespace fs = std::filesystem;
+using cclab::test::expect_invalid;
 using testing::TempDir;
 using testing::train_threads;
 
@@ -186,14 +188,8 @@ TEST(Trainer, ResumeRefusesABackupOfAnotherJob) {
   train_threads(2, c);
   c.per_replica_batch = 4;
   c.max_steps = 0;
-  try {
-    train_threads(2, c);
-    FAIL() << "resumed a backup written with another batch size";
-  } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("per_replica_batch is 8 in the backup but 4"),
-              std::string::npos)
-        << e.what();
-  }
+  // Resuming a backup written with another batch size.
+  expect_invalid([&] { train_threads(2, c); }, "per_replica_batch is 8 in the backup but 4");
 }
 
 TEST(Trainer, ModelDirHoldsTheChiefsSaveAndNoWorkerTemp) {
