@@ -40,7 +40,9 @@
 // without waiting for their receive (default 0: none; see simulator.h), and
 // overhead=<time>: the host time a message costs at each end, one message at
 // a time per rank (LogGP's o; default 0), and cpus=<n>: the CPUs all ranks'
-// hosts share for that time (default: one per rank).
+// hosts share for that time (default: one per rank), and pairs=fifo|shared:
+// whether one pair's messages in flight together go one after another or
+// share the links (default shared; see Topology::pair_fifo).
 // Defaults: bw=100Gbps, lat=1us.
 #include <charconv>
 #include <map>
@@ -99,8 +101,8 @@ class SpecArgs {
     for (const auto& [key, value] : values_)
       if (!used_.contains(key))
         throw InvalidArgument(fmt::format(
-            "topology {}: unknown key '{}' (allowed: {}, latf, bwf, eager, overhead, cpus)", name_,
-            key, allowed));
+            "topology {}: unknown key '{}' (allowed: {}, latf, bwf, eager, overhead, cpus, pairs)",
+            name_, key, allowed));
   }
   // The size-dependent correction factors every generator takes.
   Corrections corrections() {
@@ -114,6 +116,14 @@ class SpecArgs {
   }
   Time overhead() { return latency("overhead", "0"); }
   int host_cpus() { return has("cpus") ? static_cast<int>(integer("cpus", 1)) : 0; }
+  bool pair_fifo() {
+    if (!has("pairs")) return false;
+    const std::string v = required("pairs");
+    if (v != "fifo" && v != "shared")
+      throw InvalidArgument(
+          fmt::format("{}: expected fifo or shared (got '{}')", field("pairs"), v));
+    return v == "fifo";
+  }
   std::string field(const std::string& key) const {
     return fmt::format("topology {}: {}", name_, key);
   }
@@ -302,6 +312,7 @@ Topology generate_topology(std::string_view spec) {
   const std::uint64_t eager_bytes = args.eager_bytes();
   const Time overhead = args.overhead();
   const int host_cpus = args.host_cpus();
+  const bool pair_fifo = args.pair_fifo();
   Topology t;
   if (name == "switch")
     t = make_switch(args);
@@ -325,6 +336,7 @@ Topology generate_topology(std::string_view spec) {
   t.eager_bytes = eager_bytes;
   t.overhead = overhead;
   t.host_cpus = host_cpus;
+  t.pair_fifo = pair_fifo;
   t.validate(fmt::format("topology {}", name));
   return t;
 }

@@ -60,6 +60,11 @@ struct PairQueue {
   }
   Posted inline_[2];
   std::vector<Posted> spill;  // all waiting posts, once more than 2 waited
+  // With Topology::pair_fifo, the pair's messages go on the wire one after
+  // another: a matched transfer waits here (its tag and when it was ready)
+  // while an earlier one of the pair is under way.
+  bool wire_busy = false;
+  std::vector<std::pair<std::uint32_t, Time>> wire_wait;
 
   bool empty() const { return size == 0; }
   void push(const Posted& p) {
@@ -129,6 +134,7 @@ class Simulation {
         ranks_(sched.ranks()),
         eager_bytes_(topo.eager_bytes),
         overhead_(topo.overhead),
+        pair_fifo_(topo.pair_fifo),
         router_(topo),
         network_(topo, queue_) {
     ranks_state_.reserve(ranks_);
@@ -392,7 +398,7 @@ class Simulation {
                             dst, recv.count));
   }
 
-  std::uint32_t start_transfer(const Transfer& t, const PairQueue& q) {
+  std::uint32_t start_transfer(const Transfer& t, PairQueue& q) {
     if (t.matched) check_counts(t.src, t.dst, t.send, t.recv);
     std::uint32_t tag;
     if (free_.empty()) {
@@ -404,8 +410,21 @@ class Simulation {
       free_.pop_back();
       transfers_[tag] = t;
     }
+    if (q.wire_busy) {
+      q.wire_wait.emplace_back(tag, queue_.now());
+    } else {
+      q.wire_busy = pair_fifo_;
+      put_on_wire(tag, q, queue_.now());
+    }
+    return tag;
+  }
+
+  // Starts transfer `tag`'s flow now; it was ready at `ready` (earlier when
+  // it waited behind the pair's previous message): its latency runs from
+  // then, its bytes from now.
+  void put_on_wire(std::uint32_t tag, const PairQueue& q, Time ready) {
     static_assert(PairQueue::kNearLinks <= Network::kInlineLinks);  // the flow copies them
-    const std::uint64_t bytes = t.send.count * opts_.elem_bytes;
+    const std::uint64_t bytes = transfers_[tag].send.count * opts_.elem_bytes;
     Time latency = q.latency;
     double wire_bytes = static_cast<double>(bytes);
     if (!corrections_.empty()) {  // off by default: the pure network model
@@ -413,12 +432,25 @@ class Simulation {
           std::llround(static_cast<double>(latency) * corrections_.latency_factor(bytes)));
       wire_bytes /= corrections_.bandwidth_factor(bytes);
     }
+    latency = std::max<Time>(0, ready + latency - queue_.now());
     network_.start(q.route_links(), latency, wire_bytes, tag);
-    return tag;
+  }
+
+  // The pair's next waiting message goes on the wire.
+  void next_on_wire(int src, int dst) {
+    PairQueue& q = pair(src, dst);
+    if (q.wire_wait.empty()) {
+      q.wire_busy = false;
+      return;
+    }
+    const auto [tag, ready] = q.wire_wait.front();
+    q.wire_wait.erase(q.wire_wait.begin());
+    put_on_wire(tag, q, ready);
   }
 
   void transfer_done(std::uint64_t tag) {
     Transfer& landed = transfers_[tag];
+    if (pair_fifo_) next_on_wire(landed.src, landed.dst);
     if (!landed.matched) {  // eager, its receive not yet posted: it will find the data
       landed.landed = true;
       return;
@@ -447,6 +479,7 @@ class Simulation {
   int ranks_;
   std::uint64_t eager_bytes_;  // 0: every transfer is a rendezvous
   Time overhead_;              // a message's host time at each end
+  bool pair_fifo_;             // one pair's messages go one after another
   SimQueue queue_;
   Router router_;
   Network network_;

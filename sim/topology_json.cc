@@ -11,7 +11,8 @@
 //     "bandwidth_factor": "0:0.5/64K:0.9",            // bands, or the spec's string form
 //     "eager": "64K",                                 // optional, bytes or "64K": eager limit
 //     "overhead": "2us",                              // optional: host time per message end
-//     "cpus": 2                                       // optional: CPUs the hosts share for it
+//     "cpus": 2,                                      // optional: CPUs the hosts share for it
+//     "pairs": "fifo"                                 // optional: fifo or shared (default)
 //   }
 //
 // Ranks map onto endpoints in the order they are listed. Every error names the
@@ -176,6 +177,13 @@ Topology parse_topology_json(std::string_view text, std::string_view what_view) 
       throw InvalidArgument(fmt::format("{}.cpus: expected an integer from 1 to {} (got {})", what,
                                         1 << 22, c.dump()));
     t.host_cpus = c.get<int>();
+  }
+  if (root.contains("pairs")) {
+    const std::string v = string_field(root, "pairs", what);
+    if (v != "fifo" && v != "shared")
+      throw InvalidArgument(
+          fmt::format("{}.pairs: expected \"fifo\" or \"shared\" (got \"{}\")", what, v));
+    t.pair_fifo = v == "fifo";
   }
   t.description = what;
   t.validate(what);

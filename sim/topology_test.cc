@@ -168,7 +168,7 @@ TEST(Eager, LimitParsesFromSpecAndJsonAndNamesItsErrors) {
                  "topology switch: eager: 'lots' is not a byte count");
   expect_invalid([] { generate_topology("switch:n=2,eagre=1K"); },
                  "unknown key 'eagre' (allowed: n, bw, lat, reduce, fabric, latf, bwf, eager, "
-                 "overhead, cpus)");
+                 "overhead, cpus, pairs)");
   const std::string links =
       R"("nodes": [{"name": "a", "kind": "endpoint"}, {"name": "b", "kind": "endpoint"}],
          "links": [{"from": "a", "to": "b", "bw": "1GBps", "lat": "1us"}])";
@@ -179,6 +179,21 @@ TEST(Eager, LimitParsesFromSpecAndJsonAndNamesItsErrors) {
                  "t.json.eager: expected a byte count >= 0 or a string such as \"64K\" (got -1)");
   expect_invalid([&] { parse_topology_json("{" + links + R"(, "eager": "1X"})", "t.json"); },
                  "t.json.eager: '1X' is not a byte count");
+}
+
+TEST(PairFifo, ParsesFromSpecAndJsonAndNamesItsErrors) {
+  EXPECT_FALSE(generate_topology("switch:n=2").pair_fifo) << "shared by default";
+  EXPECT_FALSE(generate_topology("switch:n=2,pairs=shared").pair_fifo);
+  EXPECT_TRUE(generate_topology("nodes:nodes=2,gpus=2,pairs=fifo").pair_fifo);
+  expect_invalid([] { generate_topology("switch:n=2,pairs=lifo"); },
+                 "topology switch: pairs: expected fifo or shared (got 'lifo')");
+  const std::string links =
+      R"("nodes": [{"name": "a", "kind": "endpoint"}, {"name": "b", "kind": "endpoint"}],
+         "links": [{"from": "a", "to": "b", "bw": "1GBps", "lat": "1us"}])";
+  EXPECT_TRUE(parse_topology_json("{" + links + R"(, "pairs": "fifo"})", "t.json").pair_fifo);
+  EXPECT_FALSE(parse_topology_json("{" + links + "}", "t.json").pair_fifo);
+  expect_invalid([&] { parse_topology_json("{" + links + R"(, "pairs": "queue"})", "t.json"); },
+                 "t.json.pairs: expected \"fifo\" or \"shared\" (got \"queue\")");
 }
 
 TEST(Overhead, ParsesFromSpecAndJsonAndNamesItsErrors) {
