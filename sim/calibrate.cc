@@ -46,6 +46,7 @@ Topology model_at(const Measurements& m, const Params& x) {
   if (m.eager_bytes > 0) spec += fmt::format(",eager={}", m.eager_bytes);
   if (x(kOverhead) > 0) spec += fmt::format(",overhead={}ps", std::llround(x(kOverhead) * 1e6));
   if (x(kOverhead) > 0 && m.cores > 0) spec += fmt::format(",cpus={}", m.cores);
+  if (one_connection_per_pair(m.backend)) spec += ",pairs=fifo";
   return generate_topology(spec);
 }
 
@@ -315,12 +316,15 @@ LinkFit fit_switch(std::span<const Measurements> records) {
   fit.host_cpus = records.front().cores;
   fit.eager_bytes = records.front().eager_bytes;
   fit.overhead_us = x(kOverhead);
+  fit.pair_fifo = one_connection_per_pair(records.front().backend);
   fit.lat_rel_error = errors(kLat);
   fit.bw_rel_error = errors(kInvBw);  // 1/bw's, the same to first order
   fit.reduce_rel_error = errors(kInvReduce);
   fit.overhead_rel_error = errors(kOverhead);
   return fit;
 }
+
+bool one_connection_per_pair(const std::string& backend) { return backend == "gloo"; }
 
 std::string switch_spec(const LinkFit& fit, int ranks) {
   std::string spec = fmt::format("switch:n={},bw={:.3f}MBps,lat={:.0f}ps", ranks, fit.bw_Bps / 1e6,
@@ -330,12 +334,14 @@ std::string switch_spec(const LinkFit& fit, int ranks) {
   if (fit.eager_bytes > 0) spec += fmt::format(",eager={}", fit.eager_bytes);
   if (fit.overhead_us > 0) spec += fmt::format(",overhead={:.0f}ps", fit.overhead_us * 1e6);
   if (fit.overhead_us > 0 && fit.host_cpus > 0) spec += fmt::format(",cpus={}", fit.host_cpus);
+  if (fit.pair_fifo) spec += ",pairs=fifo";
   return spec;
 }
 
 std::vector<Comparison> predict_rows(const Measurements& m, const std::string& spec) {
   Topology t = generate_topology(spec);
   t.eager_bytes = m.eager_bytes;  // the record's own protocol, whatever the spec's
+  t.pair_fifo = one_connection_per_pair(m.backend);
   std::vector<Comparison> out;
   for (const auto& r : m.rows) out.push_back({r, time_to_us(simulate_row(m, r, t).total)});
   return out;

@@ -83,7 +83,15 @@ struct LinkFit {
   // residuals and slopes at the fit; NaN for a parameter not fitted, or
   // with no more rows than parameters.
   double lat_rel_error = NAN, bw_rel_error = NAN, reduce_rel_error = NAN, overhead_rel_error = NAN;
+  // The backend moves one pair's messages one after another (gloo: a TCP
+  // connection per pair): the spec says pairs=fifo (Topology::pair_fifo).
+  bool pair_fifo = false;
 };
+
+// Whether a backend's messages between two ranks go one after another over
+// one connection (gloo's TCP pair), which the model then follows
+// (pairs=fifo); others share the links (threads: the receivers copy).
+bool one_connection_per_pair(const std::string& backend);
 
 // Fits every row of `records` at once. Throws InvalidArgument when fewer than
 // two rows, when the records come from different backends or machines, or
@@ -93,11 +101,13 @@ inline LinkFit fit_switch(const Measurements& m) { return fit_switch({&m, 1}); }
 
 // "switch:n=4,bw=12345.000MBps,lat=350000ps,reduce=20000.000MBps,fabric=24690.000MBps"
 // (and ",eager=65536" where the fit has an eager limit, ",overhead=2000000ps"
-// where it has an overhead, with ",cpus=2" where the record named its cores)
+// where it has an overhead, with ",cpus=2" where the record named its cores,
+// and ",pairs=fifo" where the fit's pair_fifo)
 std::string switch_spec(const LinkFit& fit, int ranks);
 
 // The rows of `m` with the time the simulator predicts for each on `spec`,
-// with the record's eager limit (its backend's protocol) in place of the spec's.
+// with the record's eager limit and pair ordering (its backend's protocol) in
+// place of the spec's.
 struct Comparison {
   MeasuredRow row;
   double predicted_us = 0;
