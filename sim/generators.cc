@@ -116,14 +116,7 @@ class SpecArgs {
   }
   Time overhead() { return latency("overhead", "0"); }
   int host_cpus() { return has("cpus") ? static_cast<int>(integer("cpus", 1)) : 0; }
-  bool pair_fifo() {
-    if (!has("pairs")) return false;
-    const std::string v = required("pairs");
-    if (v != "fifo" && v != "shared")
-      throw InvalidArgument(
-          fmt::format("{}: expected fifo or shared (got '{}')", field("pairs"), v));
-    return v == "fifo";
-  }
+  bool pair_fifo() { return has("pairs") && parse_pair_order(required("pairs"), field("pairs")); }
   std::string field(const std::string& key) const {
     return fmt::format("topology {}: {}", name_, key);
   }

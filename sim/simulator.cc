@@ -13,6 +13,7 @@
 #include <cmath>
 #include <memory>
 #include <span>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -61,10 +62,10 @@ struct PairQueue {
   Posted inline_[2];
   std::vector<Posted> spill;  // all waiting posts, once more than 2 waited
   // With Topology::pair_fifo, the pair's messages go on the wire one after
-  // another: a matched transfer waits here (its tag and when it was ready)
-  // while an earlier one of the pair is under way.
+  // another: a matched transfer waits while an earlier one of the pair is
+  // under way, in a list threaded through the transfers (Transfer::wire_next).
   bool wire_busy = false;
-  std::vector<std::pair<std::uint32_t, Time>> wire_wait;
+  std::uint32_t wire_head = kNoTransfer, wire_tail = kNoTransfer;
 
   bool empty() const { return size == 0; }
   void push(const Posted& p) {
@@ -105,6 +106,10 @@ struct Transfer {
   bool eager = false;   // the send completed when it was issued
   bool matched = true;  // false while an eager send's receive is not posted
   bool landed = false;  // an unmatched eager transfer's data has arrived
+  // Waiting behind its pair's message on the wire (pair_fifo): the next to
+  // wait after it, and when it was ready to go.
+  std::uint32_t wire_next = kNoTransfer;
+  Time ready = 0;
 };
 
 // Everything the runner keeps per rank, in one place (large runs are bound by
@@ -411,7 +416,9 @@ class Simulation {
       transfers_[tag] = t;
     }
     if (q.wire_busy) {
-      q.wire_wait.emplace_back(tag, queue_.now());
+      transfers_[tag].ready = queue_.now();
+      (q.wire_head == kNoTransfer ? q.wire_head : transfers_[q.wire_tail].wire_next) = tag;
+      q.wire_tail = tag;
     } else {
       q.wire_busy = pair_fifo_;
       put_on_wire(tag, q, queue_.now());
@@ -439,13 +446,15 @@ class Simulation {
   // The pair's next waiting message goes on the wire.
   void next_on_wire(int src, int dst) {
     PairQueue& q = pair(src, dst);
-    if (q.wire_wait.empty()) {
+    const std::uint32_t tag = q.wire_head;
+    if (tag == kNoTransfer) {
       q.wire_busy = false;
       return;
     }
-    const auto [tag, ready] = q.wire_wait.front();
-    q.wire_wait.erase(q.wire_wait.begin());
-    put_on_wire(tag, q, ready);
+    Transfer& t = transfers_[tag];
+    q.wire_head = std::exchange(t.wire_next, kNoTransfer);
+    if (q.wire_head == kNoTransfer) q.wire_tail = kNoTransfer;
+    put_on_wire(tag, q, t.ready);
   }
 
   void transfer_done(std::uint64_t tag) {

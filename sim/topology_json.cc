@@ -178,13 +178,8 @@ Topology parse_topology_json(std::string_view text, std::string_view what_view) 
                                         1 << 22, c.dump()));
     t.host_cpus = c.get<int>();
   }
-  if (root.contains("pairs")) {
-    const std::string v = string_field(root, "pairs", what);
-    if (v != "fifo" && v != "shared")
-      throw InvalidArgument(
-          fmt::format("{}.pairs: expected \"fifo\" or \"shared\" (got \"{}\")", what, v));
-    t.pair_fifo = v == "fifo";
-  }
+  if (root.contains("pairs"))
+    t.pair_fifo = parse_pair_order(string_field(root, "pairs", what), what + ".pairs");
   t.description = what;
   t.validate(what);
   return t;

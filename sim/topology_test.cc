@@ -193,7 +193,7 @@ TEST(PairFifo, ParsesFromSpecAndJsonAndNamesItsErrors) {
   EXPECT_TRUE(parse_topology_json("{" + links + R"(, "pairs": "fifo"})", "t.json").pair_fifo);
   EXPECT_FALSE(parse_topology_json("{" + links + "}", "t.json").pair_fifo);
   expect_invalid([&] { parse_topology_json("{" + links + R"(, "pairs": "queue"})", "t.json"); },
-                 "t.json.pairs: expected \"fifo\" or \"shared\" (got \"queue\")");
+                 "t.json.pairs: expected fifo or shared (got 'queue')");
 }
 
 TEST(Overhead, ParsesFromSpecAndJsonAndNamesItsErrors) {

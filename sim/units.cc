@@ -91,4 +91,10 @@ std::uint64_t parse_bytes(std::string_view text, std::string_view field) {
   return v * scale;
 }
 
+bool parse_pair_order(std::string_view text, std::string_view field) {
+  if (text != "fifo" && text != "shared")
+    throw InvalidArgument(fmt::format("{}: expected fifo or shared (got '{}')", field, text));
+  return text == "fifo";
+}
+
 }  // namespace cclab::sim

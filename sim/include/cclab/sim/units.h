@@ -27,5 +27,8 @@ double parse_bandwidth(std::string_view text, std::string_view field);
 Time parse_latency(std::string_view text, std::string_view field);
 // A byte count: digits with an optional K, M or G (2^10, 2^20, 2^30).
 std::uint64_t parse_bytes(std::string_view text, std::string_view field);
+// How one pair's messages in flight go (Topology::pair_fifo): "fifo" (true)
+// or "shared" (false).
+bool parse_pair_order(std::string_view text, std::string_view field);
 
 }  // namespace cclab::sim
