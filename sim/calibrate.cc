@@ -46,7 +46,7 @@ Topology model_at(const Measurements& m, const Params& x) {
   if (m.eager_bytes > 0) spec += fmt::format(",eager={}", m.eager_bytes);
   if (x(kOverhead) > 0) spec += fmt::format(",overhead={}ps", std::llround(x(kOverhead) * 1e6));
   if (x(kOverhead) > 0 && m.cores > 0) spec += fmt::format(",cpus={}", m.cores);
-  if (one_connection_per_pair(m.backend)) spec += ",pairs=fifo";
+  spec += one_connection_per_pair(m.backend) ? ",pairs=fifo" : ",pairs=shared";
   return generate_topology(spec);
 }
 
@@ -334,7 +334,7 @@ std::string switch_spec(const LinkFit& fit, int ranks) {
   if (fit.eager_bytes > 0) spec += fmt::format(",eager={}", fit.eager_bytes);
   if (fit.overhead_us > 0) spec += fmt::format(",overhead={:.0f}ps", fit.overhead_us * 1e6);
   if (fit.overhead_us > 0 && fit.host_cpus > 0) spec += fmt::format(",cpus={}", fit.host_cpus);
-  if (fit.pair_fifo) spec += ",pairs=fifo";
+  spec += fit.pair_fifo ? ",pairs=fifo" : ",pairs=shared";
   return spec;
 }
 

@@ -37,7 +37,8 @@ Measurements made_on(
   m.backend = "sim";
   m.ranks = ranks;
   m.coll = kind;
-  const Topology t = generate_topology(spec);
+  Topology t = generate_topology(spec);
+  t.pair_fifo = one_connection_per_pair(m.backend);  // as predict_rows models it
   const bool blocks =
       kind == coll::CollectiveKind::kReduceScatter || kind == coll::CollectiveKind::kAllGather;
   for (std::uint64_t bytes = 1024; bytes <= (64u << 20); bytes *= 8)
@@ -138,8 +139,10 @@ TEST(Calibrate, SpecRoundTripsThroughTheGenerator) {
   EXPECT_EQ(t.eager_bytes, 65536u);
   EXPECT_EQ(switch_spec(fit, 4),
             "switch:n=4,bw=12500.000MBps,lat=123456ps,reduce=3000.000MBps,fabric=25000.000MBps,"
-            "eager=65536");
-  EXPECT_EQ(switch_spec({1, 1e9, 0, 0, ""}, 2), "switch:n=2,bw=1000.000MBps,lat=1000000ps");
+            "eager=65536,pairs=shared");
+  EXPECT_EQ(switch_spec({1, 1e9, 0, 0, ""}, 2),
+            "switch:n=2,bw=1000.000MBps,lat=1000000ps,pairs=shared");
+  EXPECT_FALSE(t.pair_fifo) << "said explicitly: fifo is the generator's default";
 }
 
 // A backend that sends small messages eagerly (gloo) is fitted with its

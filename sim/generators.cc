@@ -42,7 +42,7 @@
 // a time per rank (LogGP's o; default 0), and cpus=<n>: the CPUs all ranks'
 // hosts share for that time (default: one per rank), and pairs=fifo|shared:
 // whether one pair's messages in flight together go one after another or
-// share the links (default shared; see Topology::pair_fifo).
+// share the links (default fifo; see Topology::pair_fifo).
 // Defaults: bw=100Gbps, lat=1us.
 #include <charconv>
 #include <map>
@@ -116,7 +116,7 @@ class SpecArgs {
   }
   Time overhead() { return latency("overhead", "0"); }
   int host_cpus() { return has("cpus") ? static_cast<int>(integer("cpus", 1)) : 0; }
-  bool pair_fifo() { return has("pairs") && parse_pair_order(required("pairs"), field("pairs")); }
+  bool pair_fifo() { return !has("pairs") || parse_pair_order(required("pairs"), field("pairs")); }
   std::string field(const std::string& key) const {
     return fmt::format("topology {}: {}", name_, key);
   }

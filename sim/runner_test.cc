@@ -89,18 +89,19 @@ TEST(Runner, PairFifoPutsOnePairsMessagesOnTheWireOneAfterAnother) {
   // switch, lat 1us (routes 2us), B = 10e9 B/s: 2500 f32 = 1e4 B take 1us on
   // the wire. Rank 0 sends A then B to rank 1, which forwards A to rank 2 as
   // soon as it has it.
-  //  - shared (default): A and B share the links from 2us at 5e9 B/s each and
+  //  - pairs=shared: A and B share the links from 2us at 5e9 B/s each and
   //    land together at 4us; the forward lands at 4 + 2 + 1 = 7us.
-  //  - pairs=fifo: A goes alone and lands at 3us, B's bytes follow it and
-  //    land at 4us (no second latency); the forward lands at 3 + 3 = 6us.
+  //  - fifo (the default): A goes alone and lands at 3us, B's bytes follow it
+  //    and land at 4us (no second latency); the forward lands at 3 + 3 = 6us.
   Step forward = send(2, 2500);
   forward.deps[forward.num_deps++] = 0;
   const Script s(
       {{send(1, 2500), send(1, 2500)}, {recv(0, 2500), recv(0, 2500), forward}, {recv(1, 2500)}});
-  const SimResult shared = simulate(generate_topology("switch:n=3,bw=10GBps,lat=1us"), s);
+  const SimResult shared =
+      simulate(generate_topology("switch:n=3,bw=10GBps,lat=1us,pairs=shared"), s);
   EXPECT_LT(rel_err(time_to_us(shared.rank_finish[0]), 4.0), 1e-9);
   EXPECT_LT(rel_err(time_to_us(shared.rank_finish[2]), 7.0), 1e-9);
-  const SimResult fifo = simulate(generate_topology("switch:n=3,bw=10GBps,lat=1us,pairs=fifo"), s);
+  const SimResult fifo = simulate(generate_topology("switch:n=3,bw=10GBps,lat=1us"), s);
   EXPECT_LT(rel_err(time_to_us(fifo.rank_finish[0]), 4.0), 1e-9);
   EXPECT_LT(rel_err(time_to_us(fifo.rank_finish[2]), 6.0), 1e-9);
   EXPECT_EQ(fifo.link_bytes, shared.link_bytes) << "the same bytes cross the same links";

@@ -12,7 +12,7 @@
 //     "eager": "64K",                                 // optional, bytes or "64K": eager limit
 //     "overhead": "2us",                              // optional: host time per message end
 //     "cpus": 2,                                      // optional: CPUs the hosts share for it
-//     "pairs": "fifo"                                 // optional: fifo or shared (default)
+//     "pairs": "shared"                               // optional: fifo (default) or shared
 //   }
 //
 // Ranks map onto endpoints in the order they are listed. Every error names the

@@ -182,16 +182,18 @@ TEST(Eager, LimitParsesFromSpecAndJsonAndNamesItsErrors) {
 }
 
 TEST(PairFifo, ParsesFromSpecAndJsonAndNamesItsErrors) {
-  EXPECT_FALSE(generate_topology("switch:n=2").pair_fifo) << "shared by default";
+  EXPECT_TRUE(generate_topology("switch:n=2").pair_fifo) << "fifo by default";
   EXPECT_FALSE(generate_topology("switch:n=2,pairs=shared").pair_fifo);
   EXPECT_TRUE(generate_topology("nodes:nodes=2,gpus=2,pairs=fifo").pair_fifo);
+  EXPECT_FALSE(generate_topology("nodes:nodes=2,gpus=2,pairs=shared").pair_fifo);
   expect_invalid([] { generate_topology("switch:n=2,pairs=lifo"); },
                  "topology switch: pairs: expected fifo or shared (got 'lifo')");
   const std::string links =
       R"("nodes": [{"name": "a", "kind": "endpoint"}, {"name": "b", "kind": "endpoint"}],
          "links": [{"from": "a", "to": "b", "bw": "1GBps", "lat": "1us"}])";
   EXPECT_TRUE(parse_topology_json("{" + links + R"(, "pairs": "fifo"})", "t.json").pair_fifo);
-  EXPECT_FALSE(parse_topology_json("{" + links + "}", "t.json").pair_fifo);
+  EXPECT_TRUE(parse_topology_json("{" + links + "}", "t.json").pair_fifo) << "fifo by default";
+  EXPECT_FALSE(parse_topology_json("{" + links + R"(, "pairs": "shared"})", "t.json").pair_fifo);
   expect_invalid([&] { parse_topology_json("{" + links + R"(, "pairs": "queue"})", "t.json"); },
                  "t.json.pairs: expected fifo or shared (got 'queue')");
 }

@@ -84,7 +84,8 @@ struct LinkFit {
   // with no more rows than parameters.
   double lat_rel_error = NAN, bw_rel_error = NAN, reduce_rel_error = NAN, overhead_rel_error = NAN;
   // The backend moves one pair's messages one after another (gloo: a TCP
-  // connection per pair): the spec says pairs=fifo (Topology::pair_fifo).
+  // connection per pair): the spec says pairs=fifo, else pairs=shared
+  // (Topology::pair_fifo).
   bool pair_fifo = false;
 };
 
@@ -102,7 +103,7 @@ inline LinkFit fit_switch(const Measurements& m) { return fit_switch({&m, 1}); }
 // "switch:n=4,bw=12345.000MBps,lat=350000ps,reduce=20000.000MBps,fabric=24690.000MBps"
 // (and ",eager=65536" where the fit has an eager limit, ",overhead=2000000ps"
 // where it has an overhead, with ",cpus=2" where the record named its cores,
-// and ",pairs=fifo" where the fit's pair_fifo)
+// and ",pairs=fifo" or ",pairs=shared" after the fit's pair_fifo)
 std::string switch_spec(const LinkFit& fit, int ranks);
 
 // The rows of `m` with the time the simulator predicts for each on `spec`,

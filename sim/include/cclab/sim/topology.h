@@ -101,12 +101,13 @@ class Topology {
   // one, so with more ranks than CPUs they wait for each other (ranks as
   // processes on a few cores). 0 (the default): a CPU per rank.
   int host_cpus = 0;
-  // Messages of one ordered pair that are in flight together: false (the
-  // default) shares the pair's links among them like any other flows; true
-  // puts them on the wire one after another, in the order they matched, as
-  // over one TCP connection (a Gloo pair) or one NCCL channel, the next one's
-  // bytes following the last one's without a second latency.
-  bool pair_fifo = false;
+  // Messages of one ordered pair that are in flight together: true (the
+  // default) puts them on the wire one after another, in the order they
+  // matched, as over one TCP connection (a Gloo pair) or one NCCL channel,
+  // the next one's bytes following the last one's without a second latency;
+  // false shares the pair's links among them like any other flows, so two
+  // sent back to back both land when the second would.
+  bool pair_fifo = true;
   std::string description;  // the spec or file it came from
 
  private:
