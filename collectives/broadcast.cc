@@ -2,11 +2,13 @@
 // binomial tree. Ranks are renumbered relative to the root (v = r - root).
 //
 // Chain: v receives chunk c from v-1 and forwards it to v+1; with C chunks the
-// cost is (n - 2 + C)(a + S/(CB)), bandwidth-optimal for large S and C.
+// cost is (n - 1)a + (n - 2 + C) S/(CB) where one pair's chunks stream over
+// one connection, bandwidth-optimal for large S and C.
 // Binomial: v's parent is v minus its highest set bit; v sends to v + 2^k for
 // every 2^k above its highest bit, largest subtree first: ceil(log2 n) rounds
 // of (a + S/B) without chunking, pipelined over chunks otherwise.
 #include <bit>
+#include <vector>
 
 #include "blocks.h"
 
@@ -18,16 +20,19 @@ Program chain_broadcast(int n, int me, int root, std::uint64_t count, int chunks
   const int v = (me - root + n) % n;
   const Partition cp{count, std::uint64_t(chunks)};
   if (v == 0) co_yield e.copy({BufferId::kInput, 0, count}, {BufferId::kOutput, 0, count});
-  for (int c = 0; c < chunks; ++c) {
-    if (cp.size(c) == 0) continue;
-    const Region r{BufferId::kOutput, cp.offset(c), cp.size(c)};
-    std::int64_t got = -1;
-    if (v > 0) {
-      co_yield e.recv((me - 1 + n) % n, r);
-      got = e.last();
-    }
-    if (v + 1 < n) co_yield e.send((me + 1) % n, r, Deps(got));
+  // Every receive is posted up front (in-order issue would otherwise hold
+  // chunk c+1's receive behind chunk c's send, which waits): the
+  // predecessor's chunks then stream in back to back over one connection
+  // and each hop pays the latency once, (n-1)a + (n-2+C) S/(CB).
+  const auto chunk = [&](int c) { return Region{BufferId::kOutput, cp.offset(c), cp.size(c)}; };
+  int live = 0;
+  while (live < chunks && cp.size(live) > 0) ++live;
+  std::vector<std::int64_t> got(live, -1);
+  for (int c = 0; v > 0 && c < live; ++c) {
+    co_yield e.recv((me - 1 + n) % n, chunk(c));
+    got[c] = e.last();
   }
+  for (int c = 0; v + 1 < n && c < live; ++c) co_yield e.send((me + 1) % n, chunk(c), Deps(got[c]));
 }
 
 Program binomial_broadcast(int n, int me, int root, std::uint64_t count, int chunks) {

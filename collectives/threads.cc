@@ -99,6 +99,7 @@ class ThreadsComm final : public Communicator {
   bool progress(Op& op);
   bool issue(Op& op, std::int64_t id, const Step& s);
   bool match_recvs(Op& op);
+  bool issue_ready(Op& op);  // issues the runner's ready steps; true if any
   bool drain_mailboxes();
   void finish(Op& op);
   std::byte* address(Op& op, const Region& r);
@@ -214,7 +215,9 @@ bool ThreadsComm::drain_mailboxes() {
 }
 
 // Executes every pending receive whose matching send (same collective, FIFO
-// per peer) has arrived.
+// per peer) has arrived, issuing what each one readies before the next: with
+// receives posted ahead (a chain's chunks), a forward then goes out as soon
+// as its chunk is in, not after every chunk that has arrived is copied.
 bool ThreadsComm::match_recvs(Op& op) {
   bool any = false;
   for (auto& [p, pending] : op.recvs) {
@@ -243,14 +246,19 @@ bool ThreadsComm::match_recvs(Op& op) {
       pending.pop_front();
       q.erase(it);
       any = true;
+      issue_ready(op);
     }
   }
   return any;
 }
 
+bool ThreadsComm::issue_ready(Op& op) {
+  return op.runner->issue_ready([&](std::int64_t id, const Step& s) { return issue(op, id, s); }) >
+         0;
+}
+
 bool ThreadsComm::progress(Op& op) {
-  bool any =
-      op.runner->issue_ready([&](std::int64_t id, const Step& s) { return issue(op, id, s); }) > 0;
+  bool any = issue_ready(op);
   while (!op.unposted.empty() &&
          group_->ring(rank_, op.unposted.front().first).push(op.unposted.front().second)) {
     op.unposted.pop_front();
@@ -265,9 +273,7 @@ bool ThreadsComm::progress(Op& op) {
     }
   }
   while (!op.sends.empty() && op.sends.front().id < 0) op.sends.pop_front();
-  if (any)
-    any |= op.runner->issue_ready(
-               [&](std::int64_t id, const Step& s) { return issue(op, id, s); }) > 0;
+  if (any) any |= issue_ready(op);
   if (op.runner->finished() && op.sends.empty()) finish(op);
   return any;
 }

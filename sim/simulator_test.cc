@@ -362,6 +362,26 @@ TEST(Simulator, BroadcastsMatchTheirClosedForms) {
   EXPECT_LT(hd, tree / 1.5) << hd << " vs " << tree;
 }
 
+// The chained broadcast with C chunks (alpha = 2 us, B = 12.5e9 B/s, a
+// chunk's time t = S/(CB)), one pair's chunks on the wire one after another:
+// a rank posts chunk c+1's receive before it forwards chunk c, so its
+// predecessor's chunks stream to it back to back and hop h has chunk c at
+// h alpha + (h + c) t; the last rank the last chunk at (n-1) alpha + (n-2+C) t.
+// Posting that receive after the forward made every chunk pay the latency
+// again: (n-2+C)(alpha + t).
+TEST(Simulator, ChainedBroadcastPaysTheLatencyOnceAHop) {
+  const Topology t = generate_topology("switch:n=16,bw=100Gbps,lat=1us");
+  for (const auto& [n, chunks] : {std::pair{8, 16}, std::pair{16, 4}, std::pair{3, 1}}) {
+    const std::uint64_t count = 64000;
+    const double chunk = 4.0 * count / chunks / 12.5e9 * 1e6;
+    const auto sched = coll::make_schedule({CollectiveKind::kBroadcast, n, count, 0},
+                                           {Algorithm::kRing, chunks, 0});
+    const double got = time_to_us(simulate(t, *sched, {4, nullptr}).total);
+    EXPECT_LT(rel_err(got, (n - 1) * 2.0 + (n - 2 + chunks) * chunk), 1e-6)
+        << "n=" << n << " chunks=" << chunks;
+  }
+}
+
 // The double binary tree all-reduce on n = 2^d ranks of a switch (alpha =
 // 2 us, B = 12.5e9 B/s, t = S/B): each tree carries S/2, and the two trees'
 // messages of a level take disjoint links. The root has one child, the top
