@@ -8,6 +8,7 @@
 
 #include "cclab/collectives/algorithms.h"
 #include "cclab/collectives/error.h"
+#include "cclab/collectives/json_field.h"
 
 namespace cclab::coll {
 namespace {
@@ -29,22 +30,15 @@ std::string bytes_label(std::uint64_t b) {
 
 // The value of `key` in `obj` as T, or an error naming `field`.
 template <typename T>
-T field_as(const json& obj, const char* key, const std::string& field, const std::string& source,
-           const char* expected) {
-  const auto it = obj.find(key);
-  if (it == obj.end()) bad_field(source, field, "missing field");
-  try {
-    return it->get<T>();
-  } catch (const json::exception&) {
-    bad_field(source, field, fmt::format("expected {}, got {}", expected, it->dump()));
-  }
+T field_as(const json& obj, const char* key, const std::string& field, const std::string& source) {
+  return json_field<T>(obj, key, fmt::format("tuning table '{}'", source), field);
 }
 
 // A band's "inner": hier's algorithm between groups, which only all-reduce's
 // hier has.
 Algorithm parse_band_inner(const json& b, Algorithm algo, CollectiveKind kind,
                            const std::string& field, const std::string& source) {
-  const auto name = field_as<std::string>(b, "inner", field + ".inner", source, "a string");
+  const auto name = field_as<std::string>(b, "inner", field + ".inner", source);
   if (algo != Algorithm::kHierarchical)
     bad_field(source, field + ".inner",
               fmt::format("only hier has an inner algorithm, not '{}'", algorithm_name(algo)));
@@ -61,19 +55,18 @@ TuningBand parse_band(const json& b, CollectiveKind kind, const std::string& fie
                       const std::string& source) {
   if (!b.is_object()) bad_field(source, field, "expected an object");
   TuningBand band;
-  band.min_bytes =
-      field_as<std::uint64_t>(b, "min_bytes", field + ".min_bytes", source, "a byte count");
-  const auto algo = field_as<std::string>(b, "algo", field + ".algo", source, "a string");
+  band.min_bytes = field_as<std::uint64_t>(b, "min_bytes", field + ".min_bytes", source);
+  const auto algo = field_as<std::string>(b, "algo", field + ".algo", source);
   band.algo = parse_algorithm(algo, fmt::format("tuning table '{}': {}.algo", source, field));
   if (band.algo == Algorithm::kAuto || !supports(kind, band.algo))
     bad_field(source, field + ".algo",
               fmt::format("'{}' does not implement {}", algo, collective_name(kind)));
-  band.chunks = field_as<int>(b, "chunks", field + ".chunks", source, "an integer");
+  band.chunks = field_as<int>(b, "chunks", field + ".chunks", source);
   if (band.chunks < 1) bad_field(source, field + ".chunks", "must be at least 1");
   if (b.contains("inner")) band.inner = parse_band_inner(b, band.algo, kind, field, source);
   if (b.contains("predicted_at_bytes"))
-    band.predicted_at = field_as<std::uint64_t>(
-        b, "predicted_at_bytes", field + ".predicted_at_bytes", source, "a byte count");
+    band.predicted_at =
+        field_as<std::uint64_t>(b, "predicted_at_bytes", field + ".predicted_at_bytes", source);
   if (const auto p = b.find("predicted_us"); p != b.end()) {
     if (!p->is_object()) bad_field(source, field + ".predicted_us", "expected an object");
     for (const auto& [label, us] : p->items()) {
@@ -305,17 +298,17 @@ TuningTable parse_tuning_table(const std::string& json_text, const std::string& 
   t.source = source;
   if (const auto tool = doc.find("tool"); tool != doc.end() && tool->is_string())
     t.tool = tool->get<std::string>();
-  const auto kind = field_as<std::string>(doc, "collective", "collective", source, "a string");
+  const auto kind = field_as<std::string>(doc, "collective", "collective", source);
   try {
     t.collective = parse_collective(kind, "collective");
   } catch (const InvalidArgument&) {
     bad_field(source, "collective",
               fmt::format("'{}' (allowed: allreduce, reducescatter, allgather, broadcast)", kind));
   }
-  t.topology = field_as<std::string>(doc, "topology", "topology", source, "a string");
-  t.ranks = field_as<int>(doc, "ranks", "ranks", source, "an integer");
+  t.topology = field_as<std::string>(doc, "topology", "topology", source);
+  t.ranks = field_as<int>(doc, "ranks", "ranks", source);
   if (t.ranks < 1) bad_field(source, "ranks", "must be at least 1");
-  t.group_size = field_as<int>(doc, "group_size", "group_size", source, "an integer");
+  t.group_size = field_as<int>(doc, "group_size", "group_size", source);
   if (t.group_size < 0 || (t.group_size > 0 && t.ranks % t.group_size != 0))
     bad_field(source, "group_size",
               fmt::format("{} does not divide the {} ranks (allowed: a divisor, or 0)",

@@ -278,6 +278,14 @@ TEST(Selector, BadTablesNameTheFileAndTheField) {
             "tuning table 't.json': bands[0].algo: 'auto' does not implement allreduce");
   EXPECT_EQ(err(with("\"chunks\": 1", "\"chunks\": 0")),
             "tuning table 't.json': bands[0].chunks: must be at least 1");
+  // Numbers are taken as they are written, never converted (nlohmann's own
+  // get<int> would read 4.5 as 4 and -1 as a byte count of 2^64 - 1).
+  EXPECT_EQ(err(with("\"chunks\": 1", "\"chunks\": 4.5")),
+            "tuning table 't.json': bands[0].chunks: expected an integer, got 4.5");
+  EXPECT_EQ(err(with("\"chunks\": 1", "\"chunks\": 3000000000")),
+            "tuning table 't.json': bands[0].chunks: expected an integer, got 3000000000");
+  EXPECT_EQ(err(with("\"min_bytes\": 1048576", "\"min_bytes\": -1")),
+            "tuning table 't.json': bands[1].min_bytes: expected an integer >= 0, got -1");
   EXPECT_EQ(err(with("\"min_bytes\": 0", "\"min_bytes\": 5")),
             "tuning table 't.json': bands[0].min_bytes: the first band starts at 0");
   EXPECT_EQ(err(with("\"min_bytes\": 1048576", "\"min_bytes\": 0")),

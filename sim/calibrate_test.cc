@@ -370,7 +370,18 @@ TEST(Calibrate, GlooRecordsKeepTheirEagerLimit) {
   EXPECT_EQ(error_of([&] {
               parse_bench_record(record(gloo + R"(, "eager_bytes": "big")", rows), "r.json");
             }),
-            "bench record 'r.json': config.eager_bytes: unexpected value \"big\"");
+            "bench record 'r.json': config.eager_bytes: expected an integer >= 0, got \"big\"");
+  // Fields are taken as they are written, never converted.
+  EXPECT_EQ(error_of([&] {
+              parse_bench_record(record(gloo + R"(, "eager_bytes": -1)", rows), "r.json");
+            }),
+            "bench record 'r.json': config.eager_bytes: expected an integer >= 0, got -1");
+  EXPECT_EQ(error_of([&] {
+              parse_bench_record(record(kConfig, R"({"algo": "ring", "peer": false,
+                  "size_bytes": 1024, "time_us_median": 3, "wrong": "none"})"),
+                                 "r.json");
+            }),
+            "bench record 'r.json': rows[0].wrong: expected a number, got \"none\"");
 }
 
 TEST(Calibrate, RecordsKeepOnlyOurRowsThatRan) {
@@ -421,8 +432,9 @@ TEST(Calibrate, EachRowKeepsItsChunks) {
             "gives it)");
   std::string bad = kConfig;
   bad.replace(bad.find(R"("chunks": 1)"), 11, R"("chunks": "4")");
-  EXPECT_EQ(error_of([&] { parse_bench_record(record(bad, row("ring", 1024, 3)), "r.json"); }),
-            "bench record 'r.json': config.chunks: unexpected value \"4\"");
+  EXPECT_EQ(
+      error_of([&] { parse_bench_record(record(bad, row("ring", 1024, 3)), "r.json"); }),
+      "bench record 'r.json': config.chunks: expected an integer or a list of them, got \"4\"");
 }
 
 // Rows of `--inner ring,direct` are 'hier' and 'hier/direct', and records
