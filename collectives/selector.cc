@@ -81,9 +81,20 @@ TuningBand parse_band(const json& b, CollectiveKind kind, const std::string& fie
   return band;
 }
 
-std::string builtin_rule(const CollectiveShape& shape) {
+std::string builtin_rule(const CollectiveShape& shape, const AlgoConfig& requested) {
   if (shape.kind == CollectiveKind::kBroadcast)
     return "built-in size rule: tree up to 64 KiB or below 8 ranks, else hd";
+  if (has_groups(shape, requested)) {
+    const bool all_reduce = shape.kind == CollectiveKind::kAllReduce;
+    const int groups = shape.ranks / requested.group_size;
+    return fmt::format(
+        "built-in size rule for ranks in groups of {}: below 8 ranks direct while (ranks-1) x "
+        "bytes is at most {}, from 8 ranks hd while a rank's block is at most {}, else hier{}",
+        requested.group_size, bytes_label(kDirectTrafficLimit), bytes_label(kGroupedHdBlockLimit),
+        !all_reduce ? ""
+                    : fmt::format(" with {} between its {} groups",
+                                  groups >= kGroupedHdInnerFrom ? "hd" : "the ring", groups));
+  }
   return fmt::format(
       "built-in size rule: below 8 ranks direct while (ranks-1) x bytes is at most {}, from 8 "
       "ranks hd while a rank's block is at most {}, else ring",
@@ -144,7 +155,7 @@ Resolved resolve(const CollectiveShape& shape, std::size_t elem_bytes, const Alg
     return r;
   }
   r.by = Resolved::By::kBuiltIn;
-  r.config.algo = choose_algorithm(shape, elem_bytes);
+  r.config = choose_config(shape, elem_bytes, requested);
   return r;
 }
 
@@ -162,7 +173,8 @@ std::string table_scopes(const SelectorSettings& settings) {
 
 // Why the built-in rule decided: what the environment offered and why it did
 // not apply, then the rule.
-std::string builtin_reason(const CollectiveShape& shape, const SelectorSettings& settings) {
+std::string builtin_reason(const CollectiveShape& shape, const AlgoConfig& requested,
+                           const SelectorSettings& settings) {
   std::string why;
   if (settings.forced)
     why = fmt::format("CCLAB_ALGO={} does not implement {}; ", candidate_label(*settings.forced),
@@ -170,7 +182,7 @@ std::string builtin_reason(const CollectiveShape& shape, const SelectorSettings&
   if (!settings.tables.empty())
     why += fmt::format("no tuning table for {} at {} ranks (tables: {}); ",
                        collective_name(shape.kind), shape.ranks, table_scopes(settings));
-  return why + builtin_rule(shape);
+  return why + builtin_rule(shape, requested);
 }
 
 void add_table(SelectorSettings& s, const std::string& path) {
@@ -427,7 +439,7 @@ Selection select_algorithm(const CollectiveShape& shape, std::size_t elem_bytes,
       break;
     }
     case Resolved::By::kBuiltIn:
-      s.reason = builtin_reason(shape, settings);
+      s.reason = builtin_reason(shape, requested, settings);
       break;
   }
   return s;

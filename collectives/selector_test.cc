@@ -466,6 +466,47 @@ TEST(Selector, EachCollectiveHasItsTablesKeyedByTheWholeBuffer) {
   EXPECT_EQ(back.bands.back().algo, Algorithm::kHalvingDoubling);
 }
 
+// Ranks in groups (a group size that splits them into several groups of
+// several ranks) leave the flat rule for hier past the smallest blocks, with
+// hd between 4 groups or more; the reason names the groups.
+TEST(Selector, BuiltInRuleUsesTheGroupsItIsGiven) {
+  const SelectorSettings none;
+  const auto chosen = [&](CollectiveKind kind, int n, std::uint64_t count, int group) {
+    return select_algorithm({kind, n, count, 0}, 4, {Algorithm::kAuto, 1, group}, none);
+  };
+  // 32 ranks in 4 groups of 8: hd while a rank's block is at most 1 KiB.
+  EXPECT_EQ(candidate_label(chosen(CollectiveKind::kAllReduce, 32, 8192, 8).config), "hd");
+  const Selection big = chosen(CollectiveKind::kAllReduce, 32, 8200, 8);
+  EXPECT_EQ(candidate_label(big.config), "hier/hd");
+  EXPECT_EQ(big.config.group_size, 8);
+  EXPECT_EQ(big.reason,
+            "built-in size rule for ranks in groups of 8: below 8 ranks direct while (ranks-1) x "
+            "bytes is at most 256 KiB, from 8 ranks hd while a rank's block is at most 1 KiB, "
+            "else hier with hd between its 4 groups");
+  // Two groups: the ring between them.
+  const Selection two = chosen(CollectiveKind::kAllReduce, 32, 1 << 20, 16);
+  EXPECT_EQ(candidate_label(two.config), "hier");
+  EXPECT_NE(two.reason.find("else hier with the ring between its 2 groups"), std::string::npos)
+      << two.reason;
+  // Below 8 ranks direct keeps its band, then hier.
+  EXPECT_EQ(chosen(CollectiveKind::kAllReduce, 4, 16384, 2).config.algo, Algorithm::kDirect);
+  EXPECT_EQ(candidate_label(chosen(CollectiveKind::kAllReduce, 4, 1 << 20, 2).config), "hier");
+  // Reduce-scatter and all-gather (a rank's block is the count) go hier too.
+  EXPECT_EQ(chosen(CollectiveKind::kReduceScatter, 32, 256, 8).config.algo,
+            Algorithm::kHalvingDoubling);
+  EXPECT_EQ(chosen(CollectiveKind::kAllGather, 32, 257, 8).config.algo, Algorithm::kHierarchical);
+  EXPECT_EQ(chosen(CollectiveKind::kReduceScatter, 32, 1 << 20, 8).config.algo,
+            Algorithm::kHierarchical);
+  // No groups (none given, one group, groups of one) and broadcast: the flat rule.
+  for (int group : {0, 32, 1}) {
+    const Selection flat = chosen(CollectiveKind::kAllReduce, 32, 1 << 20, group);
+    EXPECT_EQ(flat.config.algo, Algorithm::kRing) << group;
+    EXPECT_EQ(flat.reason.find("groups"), std::string::npos) << flat.reason;
+  }
+  EXPECT_EQ(chosen(CollectiveKind::kBroadcast, 32, 1 << 20, 8).config.algo,
+            Algorithm::kHalvingDoubling);
+}
+
 TEST(Selector, MakeScheduleRunsTheSelection) {
   // No CCLAB_ALGO or CCLAB_TUNING in the test's environment: the built-in rule.
   ASSERT_EQ(std::getenv("CCLAB_ALGO"), nullptr);

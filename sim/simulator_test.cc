@@ -15,6 +15,7 @@
 
 #include "cclab/collectives/algorithms.h"
 #include "cclab/collectives/error.h"
+#include "cclab/collectives/selector.h"
 #include "cclab/sim/topology.h"
 #include "cclab/test/errors.h"
 #include "test_util.h"
@@ -22,6 +23,7 @@
 namespace cclab::sim {
 namespace {
 
+using coll::AlgoConfig;
 using coll::Algorithm;
 using coll::CollectiveKind;
 using test::rel_err;
@@ -495,6 +497,42 @@ TEST(Simulator, BuiltInAllReduceRuleIsNearTheFastestUnpipelined) {
       const double ring = time(spec, 64, count, Algorithm::kRing);
       EXPECT_LE(took, ring * 1.7) << fmt::format("{} {} B: {} {} us, ring {}", spec, 4 * count,
                                                  coll::algorithm_name(chosen), took, ring);
+    }
+  }
+}
+
+// Where the ranks sit in groups (GPUs of a node, hosts of a leaf switch),
+// the built-in rule for grouped ranks (coll::choose_config with the
+// topology's group size) stays within 1.4x of the fastest unchunked
+// algorithm of ring, hd, rings, direct and hier with the ring or hd between
+// the groups, 1 KiB-256 MiB; the flat rule (choose_algorithm, blind to the
+// groups) runs the ring there from 1-4 MiB and falls 4x behind on the nodes.
+TEST(Simulator, BuiltInRuleForGroupedRanksIsNearTheFastestUnpipelined) {
+  for (const char* spec : {"nodes:nodes=4,gpus=8", "nodes:nodes=2,gpus=4",
+                           "fat-tree:hosts=32,leaves=4,spines=2,uplink=50Gbps"}) {
+    const Topology t = generate_topology(spec);
+    const int n = static_cast<int>(t.num_endpoints()), g = t.group_size_hint;
+    double flat_worst = 1;
+    for (std::uint64_t count : {256u, 16u << 10, 256u << 10, 4u << 20, 64u << 20}) {
+      const coll::CollectiveShape shape{CollectiveKind::kAllReduce, n, count, 0};
+      const auto time = [&](const AlgoConfig& c) {
+        return time_to_us(simulate(t, *coll::make_schedule(shape, c), {4, nullptr}).total);
+      };
+      double best = INFINITY;
+      for (Algorithm a : {Algorithm::kRing, Algorithm::kHalvingDoubling, Algorithm::kRings})
+        best = std::min(best, time({a, 1, g}));
+      for (Algorithm inner : {Algorithm::kRing, Algorithm::kHalvingDoubling})
+        best = std::min(best, time({Algorithm::kHierarchical, 1, g, inner}));
+      if (4 * count * (n - 1) <= (4u << 20))
+        best = std::min(best, time({Algorithm::kDirect, 1, g}));
+      const AlgoConfig chosen = coll::choose_config(shape, 4, {Algorithm::kAuto, 1, g});
+      const double took = time(chosen);
+      EXPECT_LE(took, best * 1.4) << fmt::format("{} {} B: {} {} us, best {}", spec, 4 * count,
+                                                 coll::candidate_label(chosen), took, best);
+      flat_worst = std::max(flat_worst, time({coll::choose_algorithm(shape, 4), 1, g}) / best);
+    }
+    if (std::string_view(spec).starts_with("nodes")) {
+      EXPECT_GT(flat_worst, 4) << spec << ": the flat rule should lose there";
     }
   }
 }

@@ -84,6 +84,19 @@ inline constexpr std::uint64_t kDirectTrafficLimit = 256u << 10;
 inline constexpr std::uint64_t kHdBlockLimit = 32u << 10;
 Algorithm choose_algorithm(const CollectiveShape& shape, std::size_t elem_bytes);
 
+// The built-in rule where the ranks are known to sit in groups (the
+// topology's nodes or leaves, the hosts of a gloo communicator, or
+// --group-size): config.group_size g with 1 < g < ranks, dividing them.
+// All-reduce, reduce-scatter and all-gather then leave the flat rule once a
+// rank's block is above kGroupedHdBlockLimit (direct's band below 8 ranks
+// stays) for hier, all-reduce's with hd between groups from
+// kGroupedHdInnerFrom groups, else the ring. Without such groups, and for
+// broadcast, choose_algorithm(). Returns `config` with algo (and inner) set.
+inline constexpr std::uint64_t kGroupedHdBlockLimit = 1u << 10;
+inline constexpr int kGroupedHdInnerFrom = 4;
+bool has_groups(const CollectiveShape& shape, const AlgoConfig& config);
+AlgoConfig choose_config(const CollectiveShape& shape, std::size_t elem_bytes, AlgoConfig config);
+
 // Validates the pair and builds the schedule; throws InvalidArgument naming the
 // offending field (algo for this collective, chunks, group size, inner).
 std::unique_ptr<Schedule> make_schedule(const CollectiveShape& shape, const AlgoConfig& config,
