@@ -286,7 +286,7 @@ AlgoConfig choose_config(const CollectiveShape& shape, std::size_t elem_bytes, A
   // groups (NICs): past the smallest messages, where hd's log2(n) steps
   // win, only hier keeps most of the traffic inside the groups. Between
   // many groups the inner ring's 2(G-1) steps cost latency that hd's
-  // 2 log2(G) do not. (cclab sim, nodes, fat trees and tori of 8-512 ranks,
+  // 2 log2(G) do not. (cclab sim, nodes, fat trees and tori of 4-512 ranks,
   // 1 KiB-256 MiB: the flat rule's time was 1.75x the fastest unchunked
   // algorithm's, geometric mean, this one's 1.10x; README, "Choosing".)
   const std::uint64_t bytes = shape.count * elem_bytes;

@@ -25,7 +25,7 @@
 // steps of S/(ng) per ring, the traffic between groups on g links per group.
 // Broadcast: part c of the vector goes down a chain along ring c from the
 // root (chain_broadcast's pipeline, g of them side by side), so a node's
-// bytes arrive through g NICs: ideally (n - 2 + C)(a + S/(gCB)) with C chunks.
+// bytes arrive through g NICs: ideally (n - 1)a + (n - 2 + C) S/(gCB) with C chunks.
 //
 // Two-level reduce-scatter and all-gather (`hier`), for G = n/g groups of g:
 // rank r = k g + l owns block r. Reduce-scatter first runs, inside each group,
