@@ -34,6 +34,10 @@
 #                                  rank must fail naming both numberings, no hang
 #   mpi-absent CCLAB REASON        --algo all,mpi under cclab launch (no mpirun): the mpi
 #                                  rows are skipped with REASON
+#   hosts CCLAB                    4 ranks on 2 hosts emulated by scripts/emulate-hosts
+#                                  (network namespaces, 1gbit between them): checked
+#                                  rows, groups of 2 from TF_CONFIG's hosts, and auto
+#                                  choosing by the grouped rule (needs root, else skipped)
 #   redis-start DIR | redis-stop DIR   the Redis fixture (a free port on 127.0.0.1)
 # Exit 77 means skipped (CTest SKIP_RETURN_CODE).
 set -euo pipefail
@@ -176,6 +180,33 @@ case $mode in
       ((most == expected)) || { echo "FAIL: $layout: $most sockets, not $expected"; fail=1; }
       rm -f "$out"
     done
+    exit "$fail"
+    ;;
+  hosts)
+    cclab=$1
+    probe="ccprobe$$"
+    if [[ $(id -u) -ne 0 ]] || ! ip netns add "$probe" 2>/dev/null; then
+      echo "SKIP: emulating hosts needs root and ip netns"
+      exit 77
+    fi
+    ip netns del "$probe"
+    out=$(mktemp)
+    status=0
+    timeout 140 "$(dirname "$0")/../scripts/emulate-hosts" --hosts 2 --ranks-per-host 2 \
+      --timeout 120 -- "$cclab" "${bench_args[@]}" -f 16 --algo ring,hier,direct,auto \
+      >"$out" 2>&1 || status=$?
+    cat "$out"
+    fail=0
+    ((status == 0)) || { echo "FAIL: exit status $status"; fail=1; }
+    expect_checked_table "$out" 4
+    grep -qF "[0] # check 1, timeout 20000 ms, group size 2 (hier, rings)" "$out" ||
+      { echo "FAIL: the ranks were not grouped by host (group size 2)"; fail=1; }
+    # 1K and 16K: direct ((ranks-1) x bytes at most 64 KiB); 256K: hier.
+    (($(grep -c "^\[0\] #   auto: direct (built-in size rule for ranks in groups of 2" "$out") == 2)) ||
+      { echo "FAIL: expected auto to choose direct at 1K and 16K"; fail=1; }
+    grep -q "^\[0\] #   auto: hier (built-in size rule for ranks in groups of 2" "$out" ||
+      { echo "FAIL: expected auto to choose hier at 256K"; fail=1; }
+    rm -f "$out"
     exit "$fail"
     ;;
   redis-run)

@@ -279,9 +279,7 @@ bool has_groups(const CollectiveShape& shape, const AlgoConfig& config) {
 
 AlgoConfig choose_config(const CollectiveShape& shape, std::size_t elem_bytes, AlgoConfig config) {
   config.algo = choose_algorithm(shape, elem_bytes);
-  if (!has_groups(shape, config) || shape.kind == CollectiveKind::kBroadcast ||
-      config.algo == Algorithm::kDirect)
-    return config;
+  if (!has_groups(shape, config) || shape.kind == CollectiveKind::kBroadcast) return config;
   // Inside a group (NVLink, shared memory) is much faster than between
   // groups (NICs): past the smallest messages, where hd's log2(n) steps
   // win, only hier keeps most of the traffic inside the groups. Between
@@ -289,9 +287,13 @@ AlgoConfig choose_config(const CollectiveShape& shape, std::size_t elem_bytes, A
   // 2 log2(G) do not. (cclab sim, nodes, fat trees and tori of 4-512 ranks,
   // 1 KiB-256 MiB: the flat rule's time was 1.75x the fastest unchunked
   // algorithm's, geometric mean, this one's 1.10x; README, "Choosing".)
+  // direct moves twice hier's bytes between the groups: over gloo on two
+  // emulated hosts it lost 2.8x to hier at 64 KiB and led up to 16 KiB.
   const std::uint64_t bytes = shape.count * elem_bytes;
   const std::uint64_t block =
       shape.kind == CollectiveKind::kAllReduce ? bytes / shape.ranks : bytes;
+  if (config.algo == Algorithm::kDirect && bytes * (shape.ranks - 1) <= kGroupedDirectTrafficLimit)
+    return config;
   if (config.algo == Algorithm::kHalvingDoubling && block <= kGroupedHdBlockLimit) return config;
   config.algo = Algorithm::kHierarchical;
   if (shape.kind == CollectiveKind::kAllReduce)

@@ -90,7 +90,8 @@ std::string builtin_rule(const CollectiveShape& shape, const AlgoConfig& request
     return fmt::format(
         "built-in size rule for ranks in groups of {}: below 8 ranks direct while (ranks-1) x "
         "bytes is at most {}, from 8 ranks hd while a rank's block is at most {}, else hier{}",
-        requested.group_size, bytes_label(kDirectTrafficLimit), bytes_label(kGroupedHdBlockLimit),
+        requested.group_size, bytes_label(kGroupedDirectTrafficLimit),
+        bytes_label(kGroupedHdBlockLimit),
         !all_reduce ? ""
                     : fmt::format(" with {} between its {} groups",
                                   groups >= kGroupedHdInnerFrom ? "hd" : "the ring", groups));

@@ -481,16 +481,18 @@ TEST(Selector, BuiltInRuleUsesTheGroupsItIsGiven) {
   EXPECT_EQ(big.config.group_size, 8);
   EXPECT_EQ(big.reason,
             "built-in size rule for ranks in groups of 8: below 8 ranks direct while (ranks-1) x "
-            "bytes is at most 256 KiB, from 8 ranks hd while a rank's block is at most 1 KiB, "
+            "bytes is at most 64 KiB, from 8 ranks hd while a rank's block is at most 1 KiB, "
             "else hier with hd between its 4 groups");
   // Two groups: the ring between them.
   const Selection two = chosen(CollectiveKind::kAllReduce, 32, 1 << 20, 16);
   EXPECT_EQ(candidate_label(two.config), "hier");
   EXPECT_NE(two.reason.find("else hier with the ring between its 2 groups"), std::string::npos)
       << two.reason;
-  // Below 8 ranks direct keeps its band, then hier.
-  EXPECT_EQ(chosen(CollectiveKind::kAllReduce, 4, 16384, 2).config.algo, Algorithm::kDirect);
-  EXPECT_EQ(candidate_label(chosen(CollectiveKind::kAllReduce, 4, 1 << 20, 2).config), "hier");
+  // Below 8 ranks direct while (ranks-1) x bytes is at most 64 KiB (5461
+  // floats at 4 ranks; 256 KiB without groups), then hier.
+  EXPECT_EQ(chosen(CollectiveKind::kAllReduce, 4, 5461, 2).config.algo, Algorithm::kDirect);
+  EXPECT_EQ(candidate_label(chosen(CollectiveKind::kAllReduce, 4, 5462, 2).config), "hier");
+  EXPECT_EQ(chosen(CollectiveKind::kAllReduce, 4, 5462, 0).config.algo, Algorithm::kDirect);
   // Reduce-scatter and all-gather (a rank's block is the count) go hier too.
   EXPECT_EQ(chosen(CollectiveKind::kReduceScatter, 32, 256, 8).config.algo,
             Algorithm::kHalvingDoubling);

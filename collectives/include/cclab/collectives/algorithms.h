@@ -87,11 +87,14 @@ Algorithm choose_algorithm(const CollectiveShape& shape, std::size_t elem_bytes)
 // The built-in rule where the ranks are known to sit in groups (the
 // topology's nodes or leaves, the hosts of a gloo communicator, or
 // --group-size): config.group_size g with 1 < g < ranks, dividing them.
-// All-reduce, reduce-scatter and all-gather then leave the flat rule once a
-// rank's block is above kGroupedHdBlockLimit (direct's band below 8 ranks
-// stays) for hier, all-reduce's with hd between groups from
-// kGroupedHdInnerFrom groups, else the ring. Without such groups, and for
-// broadcast, choose_algorithm(). Returns `config` with algo (and inner) set.
+// All-reduce, reduce-scatter and all-gather then go hier, all-reduce's with
+// hd between groups from kGroupedHdInnerFrom groups, else the ring, except
+// for the smallest messages: below 8 ranks direct while (ranks-1) x bytes
+// is at most kGroupedDirectTrafficLimit (its traffic between the groups is
+// twice hier's), from 8 ranks hd while a rank's block is at most
+// kGroupedHdBlockLimit. Without such groups, and for broadcast,
+// choose_algorithm(). Returns `config` with algo (and inner) set.
+inline constexpr std::uint64_t kGroupedDirectTrafficLimit = 64u << 10;
 inline constexpr std::uint64_t kGroupedHdBlockLimit = 1u << 10;
 inline constexpr int kGroupedHdInnerFrom = 4;
 bool has_groups(const CollectiveShape& shape, const AlgoConfig& config);
