@@ -215,9 +215,10 @@ bool ThreadsComm::drain_mailboxes() {
 }
 
 // Executes every pending receive whose matching send (same collective, FIFO
-// per peer) has arrived, issuing what each one readies before the next: with
-// receives posted ahead (a chain's chunks), a forward then goes out as soon
-// as its chunk is in, not after every chunk that has arrived is copied.
+// per peer) has arrived, issuing what each one readies before copying the
+// next: with receives posted ahead (a chain's chunks), a forward then goes
+// out as soon as its chunk is in, not after every chunk that has arrived is
+// copied. (A lone receive's steps are issued by progress(), as before.)
 bool ThreadsComm::match_recvs(Op& op) {
   bool any = false;
   for (auto& [p, pending] : op.recvs) {
@@ -226,6 +227,7 @@ bool ThreadsComm::match_recvs(Op& op) {
       auto it = q.begin();
       while (it != q.end() && it->op_seq != op.seq) ++it;
       if (it == q.end()) break;
+      if (any) issue_ready(op);  // what the receive before readied, before this copy
       const Step& s = pending.front().step;
       if (it->bytes != s.dst.count * op.esize)
         throw InternalError(
@@ -246,7 +248,6 @@ bool ThreadsComm::match_recvs(Op& op) {
       pending.pop_front();
       q.erase(it);
       any = true;
-      issue_ready(op);
     }
   }
   return any;
