@@ -277,6 +277,10 @@ bool has_groups(const CollectiveShape& shape, const AlgoConfig& config) {
   return g > 1 && g < n && n % g == 0;
 }
 
+Algorithm inner_between_groups(int groups) {
+  return groups >= kGroupedHdInnerFrom ? Algorithm::kHalvingDoubling : Algorithm::kRing;
+}
+
 AlgoConfig choose_config(const CollectiveShape& shape, std::size_t elem_bytes, AlgoConfig config) {
   config.algo = choose_algorithm(shape, elem_bytes);
   if (!has_groups(shape, config) || shape.kind == CollectiveKind::kBroadcast) return config;
@@ -288,7 +292,7 @@ AlgoConfig choose_config(const CollectiveShape& shape, std::size_t elem_bytes, A
   // 1 KiB-256 MiB: the flat rule's time was 1.75x the fastest unchunked
   // algorithm's, geometric mean, this one's 1.10x; README, "Choosing".)
   // direct moves twice hier's bytes between the groups: over gloo on two
-  // emulated hosts it lost 2.8x to hier at 64 KiB and led up to 16 KiB.
+  // emulated hosts it took 1.5-2.8x hier's time at 64 KiB and led up to 16 KiB.
   const std::uint64_t bytes = shape.count * elem_bytes;
   const std::uint64_t block =
       shape.kind == CollectiveKind::kAllReduce ? bytes / shape.ranks : bytes;
@@ -297,9 +301,7 @@ AlgoConfig choose_config(const CollectiveShape& shape, std::size_t elem_bytes, A
   if (config.algo == Algorithm::kHalvingDoubling && block <= kGroupedHdBlockLimit) return config;
   config.algo = Algorithm::kHierarchical;
   if (shape.kind == CollectiveKind::kAllReduce)
-    config.inner = shape.ranks / config.group_size >= kGroupedHdInnerFrom
-                       ? Algorithm::kHalvingDoubling
-                       : Algorithm::kRing;
+    config.inner = inner_between_groups(shape.ranks / config.group_size);
   return config;
 }
 

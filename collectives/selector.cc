@@ -84,22 +84,21 @@ TuningBand parse_band(const json& b, CollectiveKind kind, const std::string& fie
 std::string builtin_rule(const CollectiveShape& shape, const AlgoConfig& requested) {
   if (shape.kind == CollectiveKind::kBroadcast)
     return "built-in size rule: tree up to 64 KiB or below 8 ranks, else hd";
-  if (has_groups(shape, requested)) {
-    const bool all_reduce = shape.kind == CollectiveKind::kAllReduce;
+  const bool grouped = has_groups(shape, requested);
+  std::string whose, past = "ring";
+  if (grouped) {
     const int groups = shape.ranks / requested.group_size;
-    return fmt::format(
-        "built-in size rule for ranks in groups of {}: below 8 ranks direct while (ranks-1) x "
-        "bytes is at most {}, from 8 ranks hd while a rank's block is at most {}, else hier{}",
-        requested.group_size, bytes_label(kGroupedDirectTrafficLimit),
-        bytes_label(kGroupedHdBlockLimit),
-        !all_reduce ? ""
-                    : fmt::format(" with {} between its {} groups",
-                                  groups >= kGroupedHdInnerFrom ? "hd" : "the ring", groups));
+    whose = fmt::format(" for ranks in groups of {}", requested.group_size);
+    past = shape.kind != CollectiveKind::kAllReduce ? "hier"
+           : inner_between_groups(groups) == Algorithm::kHalvingDoubling
+               ? fmt::format("hier with hd between its {} groups", groups)
+               : fmt::format("hier with the ring between its {} groups", groups);
   }
   return fmt::format(
-      "built-in size rule: below 8 ranks direct while (ranks-1) x bytes is at most {}, from 8 "
-      "ranks hd while a rank's block is at most {}, else ring",
-      bytes_label(kDirectTrafficLimit), bytes_label(kHdBlockLimit));
+      "built-in size rule{}: below 8 ranks direct while (ranks-1) x bytes is at most {}, from 8 "
+      "ranks hd while a rank's block is at most {}, else {}",
+      whose, bytes_label(grouped ? kGroupedDirectTrafficLimit : kDirectTrafficLimit),
+      bytes_label(grouped ? kGroupedHdBlockLimit : kHdBlockLimit), past);
 }
 
 // The band's predictions: its winner, then the fastest of up to three other

@@ -98,6 +98,8 @@ inline constexpr std::uint64_t kGroupedDirectTrafficLimit = 64u << 10;
 inline constexpr std::uint64_t kGroupedHdBlockLimit = 1u << 10;
 inline constexpr int kGroupedHdInnerFrom = 4;
 bool has_groups(const CollectiveShape& shape, const AlgoConfig& config);
+// What the grouped rule's hier all-reduce runs between `groups` groups.
+Algorithm inner_between_groups(int groups);
 AlgoConfig choose_config(const CollectiveShape& shape, std::size_t elem_bytes, AlgoConfig config);
 
 // Validates the pair and builds the schedule; throws InvalidArgument naming the
