@@ -38,6 +38,10 @@
 #                                  (network namespaces, 1gbit between them): checked
 #                                  rows, groups of 2 from TF_CONFIG's hosts, and auto
 #                                  choosing by the grouped rule (needs root, else skipped)
+#   partition CCLAB SIZE           the same 2 hosts; host 1's link is cut mid-run, so
+#                                  no peer sees a connection close: every rank must
+#                                  time out naming the rank it waits for, and some
+#                                  rank must name one across the cut (needs root)
 #   redis-start DIR | redis-stop DIR   the Redis fixture (a free port on 127.0.0.1)
 # Exit 77 means skipped (CTest SKIP_RETURN_CODE).
 set -euo pipefail
@@ -88,6 +92,16 @@ expect_checked_table() {
     fail=1
   fi
   grep -qF "# #wrong total: 0 (OK)" "$1" || { echo "FAIL: no #wrong total 0"; fail=1; }
+}
+
+# Exits 77 (skipped) unless network namespaces can be made here.
+need_netns() {
+  local probe="ccprobe$$"
+  if [[ $(id -u) -ne 0 ]] || ! ip netns add "$probe" 2>/dev/null; then
+    echo "SKIP: emulating hosts needs root and ip netns"
+    exit 77
+  fi
+  ip netns del "$probe"
 }
 
 bench_args=(bench --backend gloo -b 1K -e 256K -f 8 -n 2 -w 1 --check 1 --timeout-ms 20000)
@@ -184,12 +198,7 @@ case $mode in
     ;;
   hosts)
     cclab=$1
-    probe="ccprobe$$"
-    if [[ $(id -u) -ne 0 ]] || ! ip netns add "$probe" 2>/dev/null; then
-      echo "SKIP: emulating hosts needs root and ip netns"
-      exit 77
-    fi
-    ip netns del "$probe"
+    need_netns
     out=$(mktemp)
     status=0
     timeout 140 "$(dirname "$0")/../scripts/emulate-hosts" --hosts 2 --ranks-per-host 2 \
@@ -206,6 +215,35 @@ case $mode in
       { echo "FAIL: expected auto to choose direct at 1K and 16K"; fail=1; }
     grep -q "^\[0\] #   auto: hier (built-in size rule for ranks in groups of 2" "$out" ||
       { echo "FAIL: expected auto to choose hier at 256K"; fail=1; }
+    rm -f "$out"
+    exit "$fail"
+    ;;
+  partition)
+    cclab=$1 size=$2
+    need_netns
+    out=$(mktemp)
+    status=0
+    # Ranks 0 1 on host 0, 2 3 on host 1; the cut comes 2 s in, well after
+    # the rendezvous, while the all-reduces run (3 s collective timeout).
+    timeout 100 "$(dirname "$0")/../scripts/emulate-hosts" --hosts 2 --ranks-per-host 2 \
+      --timeout 60 --grace 10 --cut 1@2 -- "$cclab" bench --backend gloo -b "$size" -e "$size" \
+      -n 100000 -w 0 --check 0 --algo ring --timeout-ms 3000 >"$out" 2>&1 || status=$?
+    cat "$out"
+    fail=0
+    ((status == 1)) || { echo "FAIL: expected exit status 1 (a rank failed), got $status"; fail=1; }
+    grep -qF "emulate-hosts: cut host 1's link" "$out" || { echo "FAIL: the link was not cut"; fail=1; }
+    across=0
+    for r in 0 1 2 3; do
+      line=$(grep -E "^\[$r\] cclab: rank $r: timed out after 3000 ms in allreduce .*waiting for rank [0-9]+$" "$out" || true)
+      if [[ -z $line ]]; then
+        echo "FAIL: rank $r did not time out naming the rank it waits for"
+        fail=1
+        continue
+      fi
+      peer=${line##* }
+      ((r / 2 != peer / 2)) && across=1
+    done
+    ((across)) || { echo "FAIL: no rank named a peer across the cut"; fail=1; }
     rm -f "$out"
     exit "$fail"
     ;;
