@@ -339,7 +339,10 @@ std::string switch_spec(const LinkFit& fit, int ranks) {
 }
 
 std::vector<Comparison> predict_rows(const Measurements& m, const std::string& spec) {
-  Topology t = generate_topology(spec);
+  Topology t = make_topology(spec);
+  if (t.num_endpoints() < static_cast<std::size_t>(m.ranks))
+    throw InvalidArgument(fmt::format("topology '{}' has {} endpoints, too few for {}'s {} ranks",
+                                      spec, t.num_endpoints(), m.source, m.ranks));
   t.eager_bytes = m.eager_bytes;  // the record's own protocol, whatever the spec's
   t.pair_fifo = one_connection_per_pair(m.backend);
   std::vector<Comparison> out;

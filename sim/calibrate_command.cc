@@ -4,6 +4,9 @@
 // same for other records (other rank counts) with the fitted links, e.g.
 //   cclab calibrate r2.json --validate r4.json
 //   cclab calibrate r2.json r3.json --validate r4.json   (fits the overhead too)
+// With --topology it fits nothing and predicts every record on the topology
+// given (a cluster described by hand, e.g. hosts behind a slower link):
+//   cclab calibrate h.json --topology "fat-tree:hosts=4,leaves=2,spines=1,uplink=1Gbps"
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -15,9 +18,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "cclab/collectives/error.h"
 #include "cclab/collectives/selector.h"
 #include "cclab/sim/calibrate.h"
 #include "cclab/sim/cli.h"
+#include "cclab/sim/topology.h"
 
 namespace cclab::sim {
 namespace {
@@ -25,6 +30,7 @@ namespace {
 struct CalibrateFlags {
   std::vector<std::string> records;
   std::vector<std::string> validate;
+  std::string topology;  // predict on this, unfitted
 };
 
 // Per size, the algorithms within 1e-6 of the fastest by `time`: several
@@ -88,7 +94,24 @@ void report(const Measurements& m, const std::string& spec) {
       measured.size());
 }
 
+// Every record predicted on a topology given by hand, with no fit.
+void run_on_topology(const CalibrateFlags& f) {
+  const std::size_t endpoints = make_topology(f.topology).num_endpoints();
+  std::vector<Measurements> records;
+  for (const auto* paths : {&f.records, &f.validate})
+    for (const auto& path : *paths) {
+      records.push_back(load_bench_record(path));
+      if (static_cast<std::size_t>(records.back().ranks) > endpoints)
+        throw InvalidArgument(
+            fmt::format("--topology: '{}' has {} endpoints, too few for {}'s {} ranks", f.topology,
+                        endpoints, path, records.back().ranks));
+    }
+  fmt::print("# cclab calibrate: predicting on {}, unfitted\n", f.topology);
+  for (const auto& m : records) report(m, f.topology);
+}
+
 void run_calibrate(const CalibrateFlags& f) {
+  if (!f.topology.empty()) return run_on_topology(f);
   std::vector<Measurements> fitted, others;
   for (const auto& path : f.records) fitted.push_back(load_bench_record(path));
   for (const auto& path : f.validate) others.push_back(load_bench_record(path));
@@ -127,6 +150,9 @@ void add_calibrate_command(CLI::App& app) {
       ->required();
   cmd->add_option("--validate", flags->validate,
                   "Records (e.g. other rank counts) to predict with the fitted links, unfitted");
+  cmd->add_option("--topology", flags->topology,
+                  "Fit nothing: predict every record on this topology (a cclab sim generator "
+                  "spec or JSON file), with each record's eager limit and pair ordering");
   cmd->callback([flags] { run_calibrate(*flags); });
 }
 

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 #include <string>
 
 #include <fmt/format.h>
@@ -31,12 +33,13 @@ template <typename Noise>
 Measurements made_on(
     const std::string& spec, int ranks, Noise noise,
     std::vector<Algorithm> algos = coll::algorithms_for(coll::CollectiveKind::kAllReduce),
-    coll::CollectiveKind kind = coll::CollectiveKind::kAllReduce) {
+    coll::CollectiveKind kind = coll::CollectiveKind::kAllReduce, int group = 0) {
   Measurements m;
   m.source = "synthetic";
   m.backend = "sim";
   m.ranks = ranks;
   m.coll = kind;
+  m.group_size = group;
   Topology t = generate_topology(spec);
   t.pair_fifo = one_connection_per_pair(m.backend);  // as predict_rows models it
   const bool blocks =
@@ -44,7 +47,8 @@ Measurements made_on(
   for (std::uint64_t bytes = 1024; bytes <= (64u << 20); bytes *= 8)
     for (Algorithm a : algos) {
       const std::uint64_t count = blocks ? bytes / 4 / ranks : bytes / 4;
-      const auto sched = coll::make_schedule({kind, ranks, count, 0}, {a, 1, 0}, 4);
+      const auto sched =
+          coll::make_schedule({kind, ranks, count, 0}, {a, 1, coll::uses_groups(a) ? group : 0}, 4);
       const double us = time_to_us(simulate(t, *sched, {4, nullptr}).total);
       m.rows.push_back({bytes, a, us * noise(m.rows.size())});
     }
@@ -474,6 +478,53 @@ TEST(Calibrate, EachHierRowKeepsItsInnerAlgorithm) {
             }),
             "bench record 'r.json': config.inner: 'rings' is not an inner algorithm (allowed: "
             "ring, tree, hd, direct)");
+}
+
+// `cclab calibrate --topology`: records predicted, unfitted, on a network
+// described by hand, here two hosts of two ranks behind 1 Gbit/s uplinks
+// (scripts/emulate-hosts' shape), as a generator spec and as a JSON file.
+TEST(Calibrate, PredictsOnATopologyDescribedByHand) {
+  const std::string spec = "fat-tree:hosts=4,leaves=2,spines=1,bw=4GBps,uplink=1Gbps,lat=2us";
+  const Measurements m = made_on(spec, 4, kExact, {Algorithm::kRing, Algorithm::kHierarchical},
+                                 coll::CollectiveKind::kAllReduce, 2);
+  const std::string path = ::testing::TempDir() + "cclab_two_hosts.json";
+  {
+    std::string links;
+    for (int r = 0; r < 4; ++r)
+      links += fmt::format(R"({{"from": "h{}", "to": "leaf{}", "bw": "4GBps", "lat": "2us"}}, )", r,
+                           r / 2);
+    std::ofstream(path)
+        << R"({"nodes": [)"
+        << R"({"name": "h0", "kind": "endpoint"}, {"name": "h1", "kind": "endpoint"},)"
+        << R"({"name": "h2", "kind": "endpoint"}, {"name": "h3", "kind": "endpoint"},)"
+        << R"({"name": "leaf0", "kind": "switch"}, {"name": "leaf1", "kind": "switch"},)"
+        << R"({"name": "spine", "kind": "switch"}], "links": [)" << links
+        << R"({"from": "leaf0", "to": "spine", "bw": "1Gbps", "lat": "2us"},)"
+        << R"({"from": "leaf1", "to": "spine", "bw": "1Gbps", "lat": "2us"}]})";
+  }
+  const auto by_spec = predict_rows(m, spec), by_file = predict_rows(m, path);
+  ASSERT_EQ(by_spec.size(), m.rows.size());
+  ASSERT_EQ(by_file.size(), m.rows.size());
+  for (std::size_t i = 0; i < m.rows.size(); ++i) {
+    EXPECT_LT(rel_err(by_spec[i].predicted_us, m.rows[i].time_us), 1e-9) << i;
+    EXPECT_LT(rel_err(by_file[i].predicted_us, m.rows[i].time_us), 1e-9) << i;
+  }
+  // The uplinks, not a fitted switch, bound the largest rows: across each
+  // host's uplink the ring moves one rank's 1.5 S, hier S (both of the
+  // host's ranks S/2), at 125 MB/s.
+  const double s_bytes = 32.0 * (1 << 20), uplink_Bps = 125e6;
+  const auto largest = [&](Algorithm a) {
+    for (const auto& c : by_spec)
+      if (c.row.algo == a && c.row.bytes == (32u << 20)) return c.predicted_us * 1e-6;
+    return 0.0;
+  };
+  EXPECT_GT(largest(Algorithm::kRing), 1.5 * s_bytes / uplink_Bps);
+  EXPECT_LT(largest(Algorithm::kRing), 1.1 * 1.5 * s_bytes / uplink_Bps);
+  EXPECT_GT(largest(Algorithm::kHierarchical), s_bytes / uplink_Bps);
+  EXPECT_LT(largest(Algorithm::kHierarchical), 1.1 * s_bytes / uplink_Bps);
+  EXPECT_EQ(error_of([&] { predict_rows(m, "switch:n=2"); }),
+            "topology 'switch:n=2' has 2 endpoints, too few for synthetic's 4 ranks");
+  std::remove(path.c_str());
 }
 
 TEST(Calibrate, RecordsThatCannotCalibrateAreRefusedByName) {

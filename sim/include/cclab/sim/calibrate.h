@@ -106,9 +106,10 @@ inline LinkFit fit_switch(const Measurements& m) { return fit_switch({&m, 1}); }
 // and ",pairs=fifo" or ",pairs=shared" after the fit's pair_fifo)
 std::string switch_spec(const LinkFit& fit, int ranks);
 
-// The rows of `m` with the time the simulator predicts for each on `spec`,
-// with the record's eager limit and pair ordering (its backend's protocol) in
-// place of the spec's.
+// The rows of `m` with the time the simulator predicts for each on `spec` (a
+// generator spec or a JSON file, with at least the record's ranks as
+// endpoints), with the record's eager limit and pair ordering (its backend's
+// protocol) in place of the spec's.
 struct Comparison {
   MeasuredRow row;
   double predicted_us = 0;
