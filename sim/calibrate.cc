@@ -6,6 +6,8 @@
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -347,6 +349,51 @@ std::vector<Comparison> predict_rows(const Measurements& m, const std::string& s
   t.pair_fifo = one_connection_per_pair(m.backend);
   std::vector<Comparison> out;
   for (const auto& r : m.rows) out.push_back({r, time_to_us(simulate_row(m, r, t).total)});
+  return out;
+}
+
+namespace {
+
+// Per size, the labels within 1e-6 of the fastest by `time`, fastest first.
+template <typename Time>
+std::map<std::uint64_t, std::vector<std::string>> fastest(const std::vector<Comparison>& rows,
+                                                          Time time) {
+  std::map<std::uint64_t, double> best;
+  for (const auto& c : rows)
+    if (const auto [it, fresh] = best.try_emplace(c.row.bytes, time(c)); !fresh)
+      it->second = std::min(it->second, time(c));
+  std::map<std::uint64_t, std::vector<std::pair<double, std::string>>> near;
+  for (const auto& c : rows)
+    if (time(c) <= best[c.row.bytes] * (1 + 1e-6))
+      near[c.row.bytes].emplace_back(time(c),
+                                     coll::candidate_label(c.row.algo, c.row.chunks, c.row.inner));
+  std::map<std::uint64_t, std::vector<std::string>> out;
+  for (auto& [bytes, list] : near) {
+    std::stable_sort(list.begin(), list.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (auto& [t, label] : list) out[bytes].push_back(std::move(label));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<SizeAgreement> agreement(const std::vector<Comparison>& rows) {
+  const auto measured = fastest(rows, [](const Comparison& c) { return c.row.time_us; });
+  const auto predicted = fastest(rows, [](const Comparison& c) { return c.predicted_us; });
+  std::map<std::pair<std::uint64_t, std::string>, double> time_of;
+  for (const auto& c : rows)
+    time_of[{c.row.bytes, coll::candidate_label(c.row.algo, c.row.chunks, c.row.inner)}] =
+        c.row.time_us;
+  std::vector<SizeAgreement> out;
+  for (const auto& [bytes, algos] : measured) {
+    SizeAgreement a{bytes, algos.front(), predicted.at(bytes)};
+    a.agrees = std::find(a.predicted.begin(), a.predicted.end(), a.measured) != a.predicted.end();
+    double chosen = 0;
+    for (const auto& label : a.predicted) chosen = std::max(chosen, time_of.at({bytes, label}));
+    a.cost = chosen / time_of.at({bytes, a.measured});
+    out.push_back(std::move(a));
+  }
   return out;
 }
 

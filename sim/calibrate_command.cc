@@ -9,7 +9,6 @@
 //   cclab calibrate h.json --topology "fat-tree:hosts=4,leaves=2,spines=1,uplink=1Gbps"
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,23 +31,6 @@ struct CalibrateFlags {
   std::vector<std::string> validate;
   std::string topology;  // predict on this, unfitted
 };
-
-// Per size, the algorithms within 1e-6 of the fastest by `time`: several
-// when the model cannot tell them apart (at 2 ranks ring, tree, hd and hier
-// all move and reduce the same bytes in two steps).
-template <typename Time>
-std::map<std::uint64_t, std::vector<std::string>> fastest(const std::vector<Comparison>& rows,
-                                                          Time time) {
-  std::map<std::uint64_t, double> best;
-  for (const auto& c : rows)
-    if (const auto [it, fresh] = best.try_emplace(c.row.bytes, time(c)); !fresh)
-      it->second = std::min(it->second, time(c));
-  std::map<std::uint64_t, std::vector<std::string>> out;
-  for (const auto& c : rows)
-    if (time(c) <= best[c.row.bytes] * (1 + 1e-6))
-      out[c.row.bytes].emplace_back(coll::candidate_label(c.row.algo, c.row.chunks, c.row.inner));
-  return out;
-}
 
 // "allgather, " for a record of another collective than all-reduce.
 std::string coll_label(const Measurements& m) {
@@ -76,22 +58,25 @@ void report(const Measurements& m, const std::string& spec) {
                coll::candidate_label(c.row.algo, c.row.chunks, c.row.inner), c.row.time_us,
                c.predicted_us, ratios.back());
   }
-  const auto measured = fastest(rows, [](const Comparison& c) { return c.row.time_us; });
-  const auto predicted = fastest(rows, [](const Comparison& c) { return c.predicted_us; });
   int agree = 0;
-  for (const auto& [bytes, algos] : measured) {
-    const auto& tied = predicted.at(bytes);
-    const bool same = std::find(tied.begin(), tied.end(), algos.front()) != tied.end();
-    agree += same ? 1 : 0;
-    fmt::print("# fastest at {:>11} B: measured {:<7} predicted {}{}\n", bytes, algos.front(),
-               fmt::join(tied, " = "), same ? "" : "  (differ)");
+  std::vector<double> costs;
+  for (const auto& a : agreement(rows)) {
+    agree += a.agrees ? 1 : 0;
+    costs.push_back(a.cost);
+    fmt::print("# fastest at {:>11} B: measured {:<7} predicted {}{}\n", a.bytes, a.measured,
+               fmt::join(a.predicted, " = "),
+               a.agrees ? "" : fmt::format("  (differ: {:.2f}x the fastest's time)", a.cost));
   }
   std::sort(ratios.begin(), ratios.end());
+  double log_sum = 0;
+  for (double c : costs) log_sum += std::log(c);
   fmt::print(
       "# {}: {} rows, predicted/measured median {:.2f} (range {:.2f}-{:.2f}); the fastest "
-      "agrees at {} of {} sizes\n",
+      "agrees at {} of {} sizes; choosing by the prediction takes {:.2f}x the fastest's time "
+      "at worst, {:.2f}x on geometric mean\n",
       m.source, rows.size(), ratios[ratios.size() / 2], ratios.front(), ratios.back(), agree,
-      measured.size());
+      costs.size(), *std::max_element(costs.begin(), costs.end()),
+      std::exp(log_sum / static_cast<double>(costs.size())));
 }
 
 // Every record predicted on a topology given by hand, with no fit.

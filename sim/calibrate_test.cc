@@ -527,6 +527,32 @@ TEST(Calibrate, PredictsOnATopologyDescribedByHand) {
   std::remove(path.c_str());
 }
 
+// What choosing by the prediction would cost, per size: the measured time of
+// the predicted fastest over the measured fastest's, the slowest of a tie.
+TEST(Calibrate, AgreementCostsWhatFollowingThePredictionWouldTake) {
+  const auto row = [](std::uint64_t bytes, Algorithm a, double measured, double predicted) {
+    return Comparison{{bytes, a, measured}, predicted};
+  };
+  const std::vector<Comparison> rows = {
+      // 1 KiB: the model puts tree first, measured 1.5x the ring's time.
+      row(1024, Algorithm::kRing, 10, 5), row(1024, Algorithm::kTree, 15, 4),
+      // 2 KiB: the model ties ring and tree; ring is measured fastest, tree 1.2x.
+      row(2048, Algorithm::kRing, 10, 5), row(2048, Algorithm::kTree, 12, 5),
+      // 4 KiB: both agree.
+      row(4096, Algorithm::kRing, 20, 9), row(4096, Algorithm::kTree, 30, 10)};
+  const auto got = agreement(rows);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].measured, "ring");
+  EXPECT_EQ(got[0].predicted, std::vector<std::string>{"tree"});
+  EXPECT_FALSE(got[0].agrees);
+  EXPECT_DOUBLE_EQ(got[0].cost, 1.5);
+  EXPECT_TRUE(got[1].agrees) << "ring is among the tied";
+  EXPECT_EQ(got[1].predicted.size(), 2u);
+  EXPECT_DOUBLE_EQ(got[1].cost, 1.2) << "the slowest of the tie counts";
+  EXPECT_TRUE(got[2].agrees);
+  EXPECT_DOUBLE_EQ(got[2].cost, 1.0);
+}
+
 TEST(Calibrate, RecordsThatCannotCalibrateAreRefusedByName) {
   const auto err = [](const std::string& text) {
     return error_of([&] { fit_switch(parse_bench_record(text, "r.json")); });

@@ -116,4 +116,18 @@ struct Comparison {
 };
 std::vector<Comparison> predict_rows(const Measurements& m, const std::string& spec);
 
+// Per size of `rows`, whether the prediction finds the measured fastest, and
+// what following it would cost: the measured time of the predicted fastest
+// over the measured fastest's (1: no loss). Where the model ties several
+// (within 1e-6: at 2 ranks ring, tree, hd and hier move and reduce the same
+// bytes), any may be chosen, so the slowest of them counts.
+struct SizeAgreement {
+  std::uint64_t bytes = 0;
+  std::string measured;                // the measured fastest (a candidate label)
+  std::vector<std::string> predicted;  // the predicted fastest, ties included
+  bool agrees = false;                 // measured is among predicted
+  double cost = 1;
+};
+std::vector<SizeAgreement> agreement(const std::vector<Comparison>& rows);
+
 }  // namespace cclab::sim
