@@ -384,6 +384,30 @@ TEST(Simulator, ChainedBroadcastPaysTheLatencyOnceAHop) {
   }
 }
 
+// The binomial tree broadcast sends to the farthest child first, so the
+// edges that leave a block of 2^k consecutive ranks are the tree's top ones:
+// on leaves of 4 hosts each leaf but the root's receives the data once, (L-1)
+// S up the spine in all, whatever the root (relative ranks r xor root at a
+// power of two). Nearest first, 32 ranks on 8 leaves sent it up 28 times.
+TEST(Simulator, BinomialBroadcastEntersEachLeafOnce) {
+  const std::uint64_t count = 1 << 16;
+  const double bytes = 4.0 * count;
+  for (const auto& [n, root] :
+       {std::pair{32, 0}, std::pair{32, 5}, std::pair{32, 31}, std::pair{24, 0}, std::pair{8, 6}}) {
+    const Topology t =
+        generate_topology(fmt::format("fat-tree:hosts={},leaves={},spines=1", n, n / 4));
+    const auto sched =
+        coll::make_schedule({CollectiveKind::kBroadcast, n, count, root}, {Algorithm::kTree, 1, 0});
+    const SimResult r = simulate(t, *sched, {4, nullptr});
+    EXPECT_LT(rel_err(total(bytes_between(t, r, "leaf", "spine")), (n / 4 - 1) * bytes), 1e-12)
+        << "n=" << n << " root=" << root;
+    const auto down = bytes_between(t, r, "spine", "leaf");
+    for (std::size_t leaf = 0; leaf < down.size(); ++leaf)
+      EXPECT_EQ(down[leaf], static_cast<int>(leaf) == root / 4 ? 0.0 : bytes)
+          << "n=" << n << " root=" << root << " leaf " << leaf;
+  }
+}
+
 // The double binary tree all-reduce on n = 2^d ranks of a switch (alpha =
 // 2 us, B = 12.5e9 B/s, t = S/B): each tree carries S/2, and the two trees'
 // messages of a level take disjoint links. The root has one child, the top
