@@ -50,6 +50,18 @@ struct RankMap {
   int operator()(int local) const { return base + stride * local; }
 };
 
+// Ranks of n relative to a root, which becomes 0, for the trees that start
+// at it. At a power of two, v = r xor root: every aligned block of 2^k ranks
+// (a host's, a leaf's) stays one block whatever the root, so a tree whose
+// top edges join such blocks crosses between them as few times as at root
+// 0. Elsewhere a rotation, v = r - root mod n.
+struct RelativeRanks {
+  int n = 1, root = 0;
+  bool flip() const { return (n & (n - 1)) == 0; }
+  int of(int r) const { return flip() ? r ^ root : (r - root + n) % n; }
+  int rank(int v) const { return flip() ? v ^ root : (v + root) % n; }
+};
+
 // A contiguous vector of elements inside one buffer.
 struct VectorRef {
   BufferId buffer = BufferId::kOutput;

@@ -1,6 +1,6 @@
 // Broadcast from a root: a pipelined chain (ring order from the root) and a
-// binomial tree. Ranks are renumbered relative to the root (v = r - root; the
-// tree's v = r xor root at a power of two, see RelativeRanks).
+// binomial tree. Ranks are renumbered relative to the root (the chain's
+// v = r - root; the tree's v = r xor root at a power of two, RelativeRanks).
 //
 // Chain: v receives chunk c from v-1 and forwards it to v+1; with C chunks the
 // cost is (n - 1)a + (n - 2 + C) S/(CB) where one pair's chunks stream over
@@ -41,20 +41,6 @@ Program chain_broadcast(int n, int me, int root, std::uint64_t count, int chunks
   }
   for (int c = 0; v + 1 < n && c < live; ++c) co_yield e.send((me + 1) % n, chunk(c), Deps(got[c]));
 }
-
-namespace {
-
-// The tree's numbering relative to the root, which becomes 0: at a power of
-// two, v = r xor root, which keeps every aligned block of 2^k ranks together
-// (a host's, whatever the root); otherwise a rotation, v = r - root mod n.
-struct RelativeRanks {
-  int n, root;
-  bool flip() const { return std::has_single_bit(static_cast<unsigned>(n)); }
-  int of(int r) const { return flip() ? r ^ root : (r - root + n) % n; }
-  int rank(int v) const { return flip() ? v ^ root : (v + root) % n; }
-};
-
-}  // namespace
 
 Program binomial_broadcast(int n, int me, int root, std::uint64_t count, int chunks) {
   Emitter e("broadcast");

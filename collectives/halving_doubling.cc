@@ -27,14 +27,13 @@
 // a + S/(nB) and a + S/B for a fold.
 //
 // Broadcast (scatter + all-gather, as MPICH's long-message broadcast): ranks
-// are taken relative to the root, and the *even* rank of a pair stays, so the
-// root (relative 0) never sits out. The root holds p blocks; a binomial
-// scatter halves them (step m = p/2, ..., 1: a v that is a multiple of 2m
-// sends blocks [v+m, v+2m) to v+m), leaving v with block v; doubling gathers
-// them, and a pair's even rank sends the odd one the result. A rank's
-// scatter sends go one after another, largest first. Cost for S bytes:
-// 2 log2(p) a + 2 (p-1)/p S/B, plus a + S/B for a fold: below the binomial
-// tree's log2(n)(a + S/B) once S/B outweighs a.
+// are taken relative to the root (by xor at a power of two), and the *even* rank of a pair stays,
+// so the root (relative 0) never sits out. The root holds p blocks; a binomial scatter halves them
+// (step m = p/2, ..., 1: a v that is a multiple of 2m sends blocks [v+m, v+2m) to v+m), leaving v
+// with block v; doubling gathers them, and a pair's even rank sends the odd one the result. A
+// rank's scatter sends go one after another, largest first. Cost for S bytes: 2 log2(p) a + 2
+// (p-1)/p S/B, plus a + S/B for a fold: below the binomial tree's log2(n)(a + S/B) once S/B
+// outweighs a.
 #include <bit>
 
 #include "blocks.h"
@@ -42,21 +41,23 @@
 namespace cclab::coll::detail {
 namespace {
 
-// The pairing above. Ranks w are relative to `root`; `odd_stays` says which
-// rank of a pair stands for both.
+// The pairing above. Ranks w are relative to `root` (RelativeRanks: xor at
+// a power of two, where nothing folds); `odd_stays` says which rank of a
+// pair stands for both.
 struct Fold {
-  int n, p, rem, root;
+  int n, p, rem;
+  RelativeRanks rel;
   bool odd_stays;
   Fold(int ranks, int root_rank, bool odd)
       : n(ranks),
         p(static_cast<int>(std::bit_floor(static_cast<unsigned>(ranks)))),
         rem(ranks - p),
-        root(root_rank),
+        rel{ranks, root_rank},
         odd_stays(odd) {}
   bool paired(int w) const { return w < 2 * rem; }
   bool sits_out(int w) const { return paired(w) && (w % 2 == 1) != odd_stays; }
   int virt(int w) const { return paired(w) ? w / 2 : w - rem; }
-  int rank(int w) const { return (w + root) % n; }  // relative -> real rank
+  int rank(int w) const { return rel.rank(w); }  // relative -> real rank
   int real(int v) const { return rank(v < rem ? 2 * v + (odd_stays ? 1 : 0) : v + rem); }
   // The first of v's relative ranks (v = p: n), where blocks are per rank.
   int first_rank(int v) const { return v < rem ? 2 * v : v + rem; }
@@ -251,10 +252,10 @@ Program hd_broadcast(int n, int me, int root, std::uint64_t count, int chunks) {
   Emitter e("broadcast");
   if (count == 0) co_return;
   const Region out{BufferId::kOutput, 0, count};
-  const int w = (me - root + n) % n;
+  const Fold f(n, root, /*odd=*/false);
+  const int w = f.rel.of(me);
   if (w == 0) co_yield e.copy({BufferId::kInput, 0, count}, out);
   if (n == 1) co_return;
-  const Fold f(n, root, /*odd=*/false);
   if (f.sits_out(w)) {
     e.set_phase("hd-unfold");
     co_yield e.recv(f.rank(w - 1), out);

@@ -408,6 +408,21 @@ TEST(Simulator, BinomialBroadcastEntersEachLeafOnce) {
   }
 }
 
+// hd's broadcast (binomial scatter, doubling all-gather) numbers ranks from
+// the root by xor at a power of two too, so what crosses between leaves does
+// not depend on the root: with the rotation, root 5 of 32 on leaves of 4 sent
+// more up the spine than root 0.
+TEST(Simulator, HdBroadcastCrossesLeavesAlikeFromAnyRoot) {
+  const Topology t = generate_topology("fat-tree:hosts=32,leaves=8,spines=1");
+  const auto up = [&](int root) {
+    const auto sched = coll::make_schedule({CollectiveKind::kBroadcast, 32, 1 << 16, root},
+                                           {Algorithm::kHalvingDoubling, 1, 0});
+    return total(bytes_between(t, simulate(t, *sched, {4, nullptr}), "leaf", "spine"));
+  };
+  const double at_root_0 = up(0);
+  for (int root : {1, 5, 22, 31}) EXPECT_LT(rel_err(up(root), at_root_0), 1e-12) << root;
+}
+
 // The double binary tree all-reduce on n = 2^d ranks of a switch (alpha =
 // 2 us, B = 12.5e9 B/s, t = S/B): each tree carries S/2, and the two trees'
 // messages of a level take disjoint links. The root has one child, the top
