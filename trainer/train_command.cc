@@ -182,6 +182,7 @@ void run_gloo(const TrainFlags& f) {
   g.rendezvous = *rendezvous;
   g.prefix = fmt::format("cclab/{}/train", env("CCLAB_RUN_ID").value_or("run"));
   g.host = !f.bind.empty() ? f.bind : env("CCLAB_BIND").value_or(id->host);
+  g.host_name = id->host;  // groups for hier and auto: TF_CONFIG's hosts, else the hostname
   g.timeout = std::chrono::milliseconds(f.timeout_ms);
   auto comm = coll::make_gloo_communicator(g);
   if (f.bench) {
