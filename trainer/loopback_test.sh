@@ -38,6 +38,18 @@ PY
 final_of() { grep -o "final step=.*" "$1" | tail -1; }
 hash_of() { final_of "$1" | sed 's/.*weights_sha256=//'; }
 
+# DIR/resumed.out must resume from a backup and end as DIR/ref.out, the run
+# that was not interrupted; sets fail=1 where not.
+expect_resumed() {
+  cat "$1/resumed.out"
+  grep -Eq "^\[0\] resumed from step [1-9][0-9]*, epoch [0-9]+$" "$1/resumed.out" ||
+    { echo "FAIL: no 'resumed from step K, epoch E' line"; fail=1; }
+  echo "uninterrupted: $(final_of "$1/ref.out")"
+  echo "resumed:       $(final_of "$1/resumed.out")"
+  [[ $(final_of "$1/ref.out") == $(final_of "$1/resumed.out") ]] ||
+    { echo "FAIL: resumed run ends differently from the uninterrupted one"; fail=1; }
+}
+
 case $mode in
   equiv)
     cclab=$1 n=$2 algo=$3 dir=$4
@@ -99,13 +111,7 @@ case $mode in
 
     timeout 150 "$cclab" launch -n 2 -- "$cclab" "${args[@]}" --backup-dir "$dir/backup" \
       >"$dir/resumed.out" 2>&1 || { cat "$dir/resumed.out"; echo "FAIL: relaunch"; exit 1; }
-    cat "$dir/resumed.out"
-    grep -Eq "^\[0\] resumed from step [1-9][0-9]*, epoch [0-9]+$" "$dir/resumed.out" ||
-      { echo "FAIL: no 'resumed from step K, epoch E' line"; fail=1; }
-    echo "uninterrupted: $(final_of "$dir/ref.out")"
-    echo "resumed:       $(final_of "$dir/resumed.out")"
-    [[ $(final_of "$dir/ref.out") == $(final_of "$dir/resumed.out") ]] ||
-      { echo "FAIL: resumed run ends differently from the uninterrupted one"; fail=1; }
+    expect_resumed "$dir"
     ((fail)) || rm -rf "$dir"
     exit $fail
     ;;
@@ -141,13 +147,8 @@ case $mode in
     done
     timeout 150 "${hosts[@]}" -- "$cclab" "${args[@]}" --backup-dir "$dir/backup" \
       >"$dir/resumed.out" 2>&1 || { cat "$dir/resumed.out"; echo "FAIL: relaunch"; exit 1; }
-    cat "$dir/resumed.out"
-    grep -Eq "^\[0\] resumed from step [1-9][0-9]*, epoch [0-9]+$" "$dir/resumed.out" ||
-      { echo "FAIL: no 'resumed from step K, epoch E' line (cut after ${cut_at} s)"; fail=1; }
-    echo "uncut:   $(final_of "$dir/ref.out")"
-    echo "resumed: $(final_of "$dir/resumed.out")"
-    [[ $(final_of "$dir/ref.out") == $(final_of "$dir/resumed.out") ]] ||
-      { echo "FAIL: the resumed run ends differently from the uncut one"; fail=1; }
+    echo "(the link was cut after ${cut_at} s)"
+    expect_resumed "$dir"
     ((fail)) || rm -rf "$dir"
     exit $fail
     ;;
