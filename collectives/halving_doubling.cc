@@ -9,7 +9,9 @@
 // the odd one, which adds it ("fold"). The vector is split into p blocks.
 // Halving step with mask m = p/2, p/4, ..., 1: v exchanges with v^m and keeps
 // the half of its current block range selected by bit m of v, so after
-// log2(p) steps v holds block v fully reduced. Doubling replays the masks in
+// log2(p) steps v holds block v fully reduced. The all-reduce numbers its
+// virtual ranks with their bits reversed (Fold::nearest_first), so that its
+// first and largest exchange is with the neighbour. Doubling replays the masks in
 // reverse, exchanging whole ranges, until every virtual rank holds every
 // block; the odd rank then sends the result back to the even one ("unfold").
 // Cost for S bytes, power-of-two n: 2 log2(n) a + 2 (n-1)/n S/B, the ring's
@@ -58,7 +60,22 @@ struct Fold {
   bool sits_out(int w) const { return paired(w) && (w % 2 == 1) != odd_stays; }
   int virt(int w) const { return paired(w) ? w / 2 : w - rem; }
   int rank(int w) const { return rel.rank(w); }  // relative -> real rank
-  int real(int v) const { return rank(v < rem ? 2 * v + (odd_stays ? 1 : 0) : v + rem); }
+  // Virtual rank v's real rank; `order` numbers the virtual ranks the
+  // halving and doubling see (see nearest_first).
+  int real(int v) const {
+    v = order(v);
+    return rank(v < rem ? 2 * v + (odd_stays ? 1 : 0) : v + rem);
+  }
+  // nearest_first: the steps see virtual rank v as v with its log2(p) bits
+  // reversed, so the first halving step (mask p/2, the largest exchange)
+  // pairs neighbours and the last (mask 1, the smallest) the farthest.
+  bool nearest_first = false;
+  int order(int v) const {
+    if (!nearest_first) return v;
+    int out = 0;
+    for (int bit = 1; bit < p; bit *= 2) out = out * 2 + ((v & bit) != 0 ? 1 : 0);
+    return out;
+  }
   // The first of v's relative ranks (v = p: n), where blocks are per rank.
   int first_rank(int v) const { return v < rem ? 2 * v : v + rem; }
 };
@@ -163,7 +180,7 @@ Program hd_all_reduce(int n, int me, std::uint64_t count, int chunks) {
     if (count > 0) co_yield e.copy(in, out);
     co_return;
   }
-  const Fold f(n, 0, /*odd=*/true);
+  Fold f(n, 0, /*odd=*/true);
   if (f.sits_out(me)) {
     // Folded-away rank: hand the input over, get the result back.
     if (count > 0) {
@@ -180,7 +197,15 @@ Program hd_all_reduce(int n, int me, std::uint64_t count, int chunks) {
     co_yield e.fence();
     have_out = true;
   }
-  const int v = f.virt(me);
+  // Nearest first: the halves exchanged first, the largest, go to the next
+  // virtual rank and the smallest to the farthest, so where a host holds
+  // 2^k consecutive ranks only the last k steps' small blocks (and the
+  // doubling's first) leave it: on 2 hosts of 2 ranks each host sends S
+  // across, not 2S. Where the blocks end up does not matter for an
+  // all-reduce; reduce-scatter and all-gather keep the farthest first,
+  // whose ranges are contiguous in rank order.
+  f.nearest_first = true;
+  const int v = f.order(f.virt(me));
   const EvenBlocks range{Partition{count, std::uint64_t(f.p)}};
   CCLAB_YIELD_ALL(halving(f, v, range, have_out, Region{}, chunks, e));
   CCLAB_YIELD_ALL(doubling(f, v, range, chunks, e));
