@@ -408,6 +408,29 @@ TEST(Simulator, BinomialBroadcastEntersEachLeafOnce) {
   }
 }
 
+// hd's all-reduce exchanges its largest halves with its nearest ranks: the
+// step at distance d moves S/(2d) each way, so on leaves of g consecutive
+// ranks only the steps with d >= g leave a leaf, S (1/g - 1/n) a rank in the
+// halving and as much in the doubling: 2 n S (1/g - 1/n) up the spine in all,
+// 14 S at 32 ranks on leaves of 4 (farthest first, as before: 56 S).
+TEST(Simulator, HdAllReduceKeepsItsLargestHalvesInsideALeaf) {
+  const std::uint64_t count = 1 << 16;
+  const double bytes = 4.0 * count;
+  for (const auto& [n, g] : {std::pair{32, 4}, std::pair{16, 2}, std::pair{8, 8}}) {
+    const Topology t =
+        generate_topology(fmt::format("fat-tree:hosts={},leaves={},spines=1", n, n / g));
+    const auto sched = coll::make_schedule({CollectiveKind::kAllReduce, n, count, 0},
+                                           {Algorithm::kHalvingDoubling, 1, 0});
+    const SimResult r = simulate(t, *sched, {4, nullptr});
+    const double want = 2.0 * n * bytes * (1.0 / g - 1.0 / n);
+    const double got = total(bytes_between(t, r, "leaf", "spine"));
+    if (want == 0)
+      EXPECT_EQ(got, 0.0) << "n=" << n;
+    else
+      EXPECT_LT(rel_err(got, want), 1e-12) << "n=" << n << " g=" << g;
+  }
+}
+
 // hd's broadcast (binomial scatter, doubling all-gather) numbers ranks from
 // the root by xor at a power of two too, so what crosses between leaves does
 // not depend on the root: with the rotation, root 5 of 32 on leaves of 4 sent
