@@ -40,8 +40,10 @@
 #                                  choosing by the grouped rule (needs root, else skipped)
 #   partition CCLAB SIZE           the same 2 hosts; host 1's link is cut mid-run, so
 #                                  no peer sees a connection close: every rank must
-#                                  time out naming the rank it waits for, and some
-#                                  rank must name one across the cut (needs root)
+#                                  fail naming a peer (a timeout naming the rank it
+#                                  waits for, or a peer of its own host that ended
+#                                  first), and some rank must name one across the
+#                                  cut (needs root)
 #   redis-start DIR | redis-stop DIR   the Redis fixture (a free port on 127.0.0.1)
 # Exit 77 means skipped (CTest SKIP_RETURN_CODE).
 set -euo pipefail
@@ -223,10 +225,12 @@ case $mode in
     need_netns
     out=$(mktemp)
     status=0
-    # Ranks 0 1 on host 0, 2 3 on host 1; the cut comes 2 s in, well after
-    # the rendezvous, while the all-reduces run (3 s collective timeout).
+    # Ranks 0 1 on host 0, 2 3 on host 1; the cut comes 3 s in, after the
+    # rendezvous where the machine is not loaded, while the all-reduces run
+    # (3 s collective timeout). On a loaded machine it may come during the
+    # set-up: a rank must still fail naming a peer.
     timeout 100 "$(dirname "$0")/../scripts/emulate-hosts" --hosts 2 --ranks-per-host 2 \
-      --timeout 60 --grace 10 --cut 1@2 -- "$cclab" bench --backend gloo -b "$size" -e "$size" \
+      --timeout 60 --grace 10 --cut 1@3 -- "$cclab" bench --backend gloo -b "$size" -e "$size" \
       -n 100000 -w 0 --check 0 --algo ring --timeout-ms 3000 >"$out" 2>&1 || status=$?
     cat "$out"
     fail=0
@@ -234,13 +238,12 @@ case $mode in
     grep -qF "emulate-hosts: cut host 1's link" "$out" || { echo "FAIL: the link was not cut"; fail=1; }
     across=0
     for r in 0 1 2 3; do
-      line=$(grep -E "^\[$r\] cclab: rank $r: timed out after 3000 ms in allreduce .*waiting for rank [0-9]+$" "$out" || true)
-      if [[ -z $line ]]; then
-        echo "FAIL: rank $r did not time out naming the rank it waits for"
+      peer=$(sed -nE "s/^\[$r\] cclab: rank $r: (timed out after 3000 ms in .*waiting for rank ([0-9]+)$|lost rank ([0-9]+) .*)/\2\3/p" "$out" | head -1)
+      if [[ -z $peer ]]; then
+        echo "FAIL: rank $r did not fail naming a peer"
         fail=1
         continue
       fi
-      peer=${line##* }
       ((r / 2 != peer / 2)) && across=1
     done
     ((across)) || { echo "FAIL: no rank named a peer across the cut"; fail=1; }

@@ -10,9 +10,10 @@
 #                            backup and ends with the uninterrupted run's hash
 #   cut-resume CCLAB DIR     the same across 2 emulated hosts of 2 workers
 #                            (scripts/emulate-hosts; root only, else skipped),
-#                            host 1's link cut half-way: every worker times out
-#                            naming a peer, and a relaunch resumes to the same
-#                            hash as an uncut run
+#                            host 1's link cut 0.3 s after the first backup:
+#                            every worker fails naming a peer (a timeout, or
+#                            a worker of its own host that ended first), and a
+#                            relaunch resumes to the same hash as an uncut run
 set -euo pipefail
 
 mode=$1
@@ -128,26 +129,23 @@ case $mode in
     args=(train --backend gloo --data "$dir/data" --epochs 3 --per-replica-batch 16 --hidden 256,256
       --seed 5 --save-every 10 --timeout-ms 3000)
     hosts=("$(dirname "$0")/../scripts/emulate-hosts" --hosts 2 --ranks-per-host 2 --timeout 100)
-    start=$(date +%s.%N)
     timeout 150 "${hosts[@]}" -- "$cclab" "${args[@]}" --backup-dir "$dir/backup_ref" \
       >"$dir/ref.out" 2>&1 || { cat "$dir/ref.out"; echo "FAIL: uncut run"; exit 1; }
-    # Half-way through a run like the uncut one (its first backup comes after
-    # 10 of its 384 steps).
-    cut_at=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.2f", (e - s) / 2 }')
+    # The first backup comes after 10 of the 384 steps; 0.3 s later the
+    # workers are well inside the run, however fast the machine.
     status=0
-    timeout 150 "${hosts[@]}" --grace 10 --cut "1@$cut_at" -- "$cclab" "${args[@]}" \
-      --backup-dir "$dir/backup" >"$dir/cut.out" 2>&1 || status=$?
+    timeout 150 "${hosts[@]}" --grace 10 --cut 1@0.3 --cut-after "$dir/backup/ckpt-*.cclab" \
+      -- "$cclab" "${args[@]}" --backup-dir "$dir/backup" >"$dir/cut.out" 2>&1 || status=$?
     cat "$dir/cut.out"
     fail=0
     ((status == 1)) || { echo "FAIL: the cut run exited $status (expected 1: a worker failed)"; fail=1; }
     grep -q "final step" "$dir/cut.out" && { echo "FAIL: the cut run finished"; fail=1; }
     for r in 0 1 2 3; do
-      grep -Eq "^\[$r\] cclab: training stopped in step [0-9]+ \(epoch [0-9]+\): rank $r: timed out after 3000 ms in .*waiting for rank [0-3]$" "$dir/cut.out" ||
-        { echo "FAIL: worker $r did not time out naming a peer"; fail=1; }
+      grep -Eq "^\[$r\] cclab: training stopped in step [0-9]+ \(epoch [0-9]+\): rank $r: (timed out after 3000 ms in .*waiting for rank [0-3]$|lost rank [0-3] )" "$dir/cut.out" ||
+        { echo "FAIL: worker $r did not fail naming a peer"; fail=1; }
     done
     timeout 150 "${hosts[@]}" -- "$cclab" "${args[@]}" --backup-dir "$dir/backup" \
       >"$dir/resumed.out" 2>&1 || { cat "$dir/resumed.out"; echo "FAIL: relaunch"; exit 1; }
-    echo "(the link was cut after ${cut_at} s)"
     expect_resumed "$dir"
     ((fail)) || rm -rf "$dir"
     exit $fail
