@@ -61,7 +61,7 @@ std::shared_ptr<Op> GlooComm::begin(const CollectiveCall& call, bool caller_wait
   if (active_.empty()) last_progress_ = Clock::now();
   auto op = std::make_shared<Op>();
   CollectiveCall planned = call;
-  if (call.algo.group_size == 0 && host_group_size_ > 0) planned.algo.group_size = host_group_size_;
+  planned.algo = with_host_groups(call.algo);
   op->plan(next_seq_++, planned, rank());
   if (!scratch_pool_.empty()) {  // allocated (and first touched) once, reused after
     op->scratch = std::move(scratch_pool_.back());

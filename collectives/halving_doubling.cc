@@ -11,9 +11,10 @@
 // the half of its current block range selected by bit m of v, so after
 // log2(p) steps v holds block v fully reduced. The all-reduce numbers its
 // virtual ranks with their bits reversed (Fold::nearest_first), so that its
-// first and largest exchange is with the neighbour. Doubling replays the masks in
-// reverse, exchanging whole ranges, until every virtual rank holds every
-// block; the odd rank then sends the result back to the even one ("unfold").
+// first and largest exchange is with the neighbour. Doubling replays the
+// masks in reverse, exchanging whole ranges, until every virtual rank holds
+// every block; the odd rank then sends the result back to the even one
+// ("unfold").
 // Cost for S bytes, power-of-two n: 2 log2(n) a + 2 (n-1)/n S/B, the ring's
 // bandwidth term with logarithmic latency; a non-power-of-two n adds
 // 2(a + S/B) for the fold and unfold.
@@ -29,13 +30,14 @@
 // a + S/(nB) and a + S/B for a fold.
 //
 // Broadcast (scatter + all-gather, as MPICH's long-message broadcast): ranks
-// are taken relative to the root (by xor at a power of two), and the *even* rank of a pair stays,
-// so the root (relative 0) never sits out. The root holds p blocks; a binomial scatter halves them
-// (step m = p/2, ..., 1: a v that is a multiple of 2m sends blocks [v+m, v+2m) to v+m), leaving v
-// with block v; doubling gathers them, and a pair's even rank sends the odd one the result. A
-// rank's scatter sends go one after another, largest first. Cost for S bytes: 2 log2(p) a + 2
-// (p-1)/p S/B, plus a + S/B for a fold: below the binomial tree's log2(n)(a + S/B) once S/B
-// outweighs a.
+// are taken relative to the root (by xor at a power of two), and the *even*
+// rank of a pair stays, so the root (relative 0) never sits out. The root
+// holds p blocks; a binomial scatter halves them (step m = p/2, ..., 1: a v
+// that is a multiple of 2m sends blocks [v+m, v+2m) to v+m), leaving v with
+// block v; doubling gathers them, and a pair's even rank sends the odd one
+// the result. A rank's scatter sends go one after another, largest first.
+// Cost for S bytes: 2 log2(p) a + 2 (p-1)/p S/B, plus a + S/B for a fold:
+// below the binomial tree's log2(n)(a + S/B) once S/B outweighs a.
 #include <bit>
 
 #include "blocks.h"
@@ -50,12 +52,14 @@ struct Fold {
   int n, p, rem;
   RelativeRanks rel;
   bool odd_stays;
-  Fold(int ranks, int root_rank, bool odd)
+  bool nearest_first;  // see order()
+  Fold(int ranks, int root_rank, bool odd, bool nearest = false)
       : n(ranks),
         p(static_cast<int>(std::bit_floor(static_cast<unsigned>(ranks)))),
         rem(ranks - p),
         rel{ranks, root_rank},
-        odd_stays(odd) {}
+        odd_stays(odd),
+        nearest_first(nearest) {}
   bool paired(int w) const { return w < 2 * rem; }
   bool sits_out(int w) const { return paired(w) && (w % 2 == 1) != odd_stays; }
   int virt(int w) const { return paired(w) ? w / 2 : w - rem; }
@@ -69,7 +73,6 @@ struct Fold {
   // nearest_first: the steps see virtual rank v as v with its log2(p) bits
   // reversed, so the first halving step (mask p/2, the largest exchange)
   // pairs neighbours and the last (mask 1, the smallest) the farthest.
-  bool nearest_first = false;
   int order(int v) const {
     if (!nearest_first) return v;
     int out = 0;
@@ -180,7 +183,14 @@ Program hd_all_reduce(int n, int me, std::uint64_t count, int chunks) {
     if (count > 0) co_yield e.copy(in, out);
     co_return;
   }
-  Fold f(n, 0, /*odd=*/true);
+  // Nearest first: the halves exchanged first, the largest, go to the next
+  // virtual rank and the smallest to the farthest, so where a host holds
+  // 2^k consecutive ranks only the last k steps' small blocks (and the
+  // doubling's first) leave it: on 2 hosts of 2 ranks each host sends S
+  // across, not 2S. Where the blocks end up does not matter for an
+  // all-reduce; reduce-scatter and all-gather keep the farthest first,
+  // whose ranges are contiguous in rank order.
+  const Fold f(n, 0, /*odd=*/true, /*nearest=*/true);
   if (f.sits_out(me)) {
     // Folded-away rank: hand the input over, get the result back.
     if (count > 0) {
@@ -197,14 +207,6 @@ Program hd_all_reduce(int n, int me, std::uint64_t count, int chunks) {
     co_yield e.fence();
     have_out = true;
   }
-  // Nearest first: the halves exchanged first, the largest, go to the next
-  // virtual rank and the smallest to the farthest, so where a host holds
-  // 2^k consecutive ranks only the last k steps' small blocks (and the
-  // doubling's first) leave it: on 2 hosts of 2 ranks each host sends S
-  // across, not 2S. Where the blocks end up does not matter for an
-  // all-reduce; reduce-scatter and all-gather keep the farthest first,
-  // whose ranges are contiguous in rank order.
-  f.nearest_first = true;
   const int v = f.order(f.virt(me));
   const EvenBlocks range{Partition{count, std::uint64_t(f.p)}};
   CCLAB_YIELD_ALL(halving(f, v, range, have_out, Region{}, chunks, e));

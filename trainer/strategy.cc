@@ -75,10 +75,9 @@ std::vector<std::pair<std::uint64_t, coll::Selection>> MirroredStrategy::bucket_
   for (const auto& b : buckets_) {
     const auto count = static_cast<std::uint64_t>(b.count);
     const coll::CollectiveShape shape{coll::CollectiveKind::kAllReduce, comm_.size(), count, 0};
-    // As the communicator plans it: with its hosts' groups where the call names none.
-    coll::AlgoConfig algo = options_.algo;
-    if (algo.group_size == 0) algo.group_size = comm_.host_group_size();
-    out.emplace_back(count * sizeof(float), coll::select_algorithm(shape, sizeof(float), algo));
+    out.emplace_back(
+        count * sizeof(float),
+        coll::select_algorithm(shape, sizeof(float), comm_.with_host_groups(options_.algo)));
   }
   return out;
 }

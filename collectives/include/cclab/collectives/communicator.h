@@ -76,6 +76,12 @@ class Communicator {
   // (the gloo backend learns hosts at rendezvous); 0 means no such grouping is
   // known and default_group_size() applies.
   virtual int host_group_size() const { return 0; }
+  // `algo` as this communicator plans a call with it: host_group_size()
+  // where it names no group size (and one is known).
+  AlgoConfig with_host_groups(AlgoConfig algo) const {
+    if (algo.group_size == 0) algo.group_size = host_group_size();
+    return algo;
+  }
 
   void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }
   std::chrono::milliseconds timeout() const { return timeout_; }
