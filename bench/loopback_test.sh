@@ -98,12 +98,8 @@ expect_checked_table() {
 
 # Exits 77 (skipped) unless network namespaces can be made here.
 need_netns() {
-  local probe="ccprobe$$"
-  if [[ $(id -u) -ne 0 ]] || ! ip netns add "$probe" 2>/dev/null; then
-    echo "SKIP: emulating hosts needs root and ip netns"
-    exit 77
-  fi
-  ip netns del "$probe"
+  "$(dirname "$0")/../scripts/emulate-hosts" --probe 2>/dev/null ||
+    { echo "SKIP: emulating hosts needs root and ip netns"; exit 77; }
 }
 
 bench_args=(bench --backend gloo -b 1K -e 256K -f 8 -n 2 -w 1 --check 1 --timeout-ms 20000)

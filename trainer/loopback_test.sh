@@ -118,12 +118,8 @@ case $mode in
     ;;
   cut-resume)
     cclab=$1 dir=$2
-    probe="ccprobe$$"
-    if [[ $(id -u) -ne 0 ]] || ! ip netns add "$probe" 2>/dev/null; then
-      echo "SKIP: emulating hosts needs root and ip netns"
-      exit 77
-    fi
-    ip netns del "$probe"
+    "$(dirname "$0")/../scripts/emulate-hosts" --probe 2>/dev/null ||
+      { echo "SKIP: emulating hosts needs root and ip netns"; exit 77; }
     rm -rf "$dir" && mkdir -p "$dir"
     "$cclab" train --make-data "$dir/data" >/dev/null
     args=(train --backend gloo --data "$dir/data" --epochs 3 --per-replica-batch 16 --hidden 256,256
