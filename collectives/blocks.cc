@@ -7,9 +7,9 @@ namespace cclab::coll::detail {
 Step Emitter::make(StepKind kind, int peer, Region src, Region dst, Deps deps) {
   Step s;
   s.kind = kind;
-  s.peer = peer;
-  s.src = src;
-  s.dst = dst;
+  s.peer = peer >= 0 ? frame_.ranks(peer) : peer;
+  s.src = kind != StepKind::kRecv && kind != StepKind::kFence ? frame_.buffers.apply(src) : src;
+  s.dst = kind != StepKind::kSend && kind != StepKind::kFence ? frame_.buffers.apply(dst) : dst;
   s.phase = phase_;
   for (auto d : deps.id)
     if (d >= 0) s.deps[s.num_deps++] = d;
@@ -41,19 +41,6 @@ Region BufferMap::apply(const Region& r) const {
                        : r.buffer == BufferId::kOutput ? output
                                                        : scratch;
   return v.at(r.offset, r.count);
-}
-
-Program remap(Program inner, RankMap ranks, BufferMap buffers, Emitter& e) {
-  const std::int64_t base = e.next_id();
-  while (inner.next()) {
-    Step s = inner.value();
-    if (s.peer >= 0) s.peer = ranks(s.peer);
-    if (s.kind != StepKind::kRecv && s.kind != StepKind::kFence) s.src = buffers.apply(s.src);
-    if (s.kind != StepKind::kSend && s.kind != StepKind::kFence) s.dst = buffers.apply(s.dst);
-    for (int i = 0; i < s.num_deps; ++i) s.deps[i] += base;
-    e.advance(1);
-    co_yield s;
-  }
 }
 
 }  // namespace cclab::coll::detail

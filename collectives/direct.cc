@@ -65,8 +65,9 @@ Program reduce_in_rank_order(int n, int me, Region own, Region acc, int chunks, 
 
 }  // namespace
 
-Program direct_all_reduce(int n, int me, std::uint64_t count, int chunks, bool into_output) {
-  Emitter e("direct");
+Program direct_all_reduce(int n, int me, std::uint64_t count, int chunks, bool into_output,
+                          Frame frame) {
+  Emitter e("direct", frame);
   const Region in{BufferId::kInput, 0, count}, out{BufferId::kOutput, 0, count};
   const Region acc = into_output ? out : Region{BufferId::kScratch, 0, count};
   if (count == 0) co_return;

@@ -176,8 +176,8 @@ struct EvenBlocks {
 
 }  // namespace
 
-Program hd_all_reduce(int n, int me, std::uint64_t count, int chunks) {
-  Emitter e("hd-fold");
+Program hd_all_reduce(int n, int me, std::uint64_t count, int chunks, Frame frame) {
+  Emitter e("hd-fold", frame);
   const Region in{BufferId::kInput, 0, count}, out{BufferId::kOutput, 0, count};
   if (n == 1) {
     if (count > 0) co_yield e.copy(in, out);

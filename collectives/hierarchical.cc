@@ -16,16 +16,16 @@
 
 namespace cclab::coll::detail {
 
-Program flat_all_reduce(Algorithm a, int n, int me, std::uint64_t count, int chunks) {
+Program flat_all_reduce(Algorithm a, int n, int me, std::uint64_t count, int chunks, Frame frame) {
   switch (a) {
     case Algorithm::kTree:
-      return tree_all_reduce(n, me, count, chunks);
+      return tree_all_reduce(n, me, count, chunks, frame);
     case Algorithm::kHalvingDoubling:
-      return hd_all_reduce(n, me, count, chunks);
+      return hd_all_reduce(n, me, count, chunks, frame);
     case Algorithm::kDirect:
-      return direct_all_reduce(n, me, count, chunks);
+      return direct_all_reduce(n, me, count, chunks, /*into_output=*/false, frame);
     default:
-      return ring_all_reduce(n, me, count, chunks);
+      return ring_all_reduce(n, me, count, chunks, frame);
   }
 }
 
@@ -37,20 +37,22 @@ Program hier_all_reduce(int n, int me, std::uint64_t count, int chunks, int grou
   const VectorRef in{BufferId::kInput, 0}, out{BufferId::kOutput, 0};
   const Region mine = out.at(shards.offset(l), shards.size(l));
   const RankMap in_group{group * g, 1}, across{l, g};
-  CCLAB_YIELD_ALL(
-      remap(ring_reduce_scatter({g, l, in_group, shards, in, out, mine, chunks}), {}, {}, e));
+  CCLAB_YIELD_FROM(
+      ring_reduce_scatter({g, l, in_group, shards, in, out, mine, chunks, e.next_frame()}), e);
   if (groups > 1) {
     co_yield e.fence();
-    // The shard is both input and output of the inner all-reduce (in place).
-    BufferMap shard_map;
-    shard_map.input = {BufferId::kOutput, mine.offset};
-    shard_map.output = {BufferId::kOutput, mine.offset};
-    CCLAB_YIELD_ALL(remap(
-        flat_all_reduce(static_cast<Algorithm>(inner_algo), groups, group, mine.count, chunks),
-        across, shard_map, e));
+    // Over the ranks `across` groups; the shard is both input and output of
+    // the inner all-reduce (in place). (This program's own frame is the
+    // whole schedule's, so the inner frame need not compose with it.)
+    Frame inner{e.next_id(), across, {}};
+    inner.buffers.input = {BufferId::kOutput, mine.offset};
+    inner.buffers.output = {BufferId::kOutput, mine.offset};
+    CCLAB_YIELD_FROM(flat_all_reduce(static_cast<Algorithm>(inner_algo), groups, group, mine.count,
+                                     chunks, inner),
+                     e);
   }
   co_yield e.fence();
-  CCLAB_YIELD_ALL(remap(ring_all_gather({g, l, in_group, shards, out, chunks}), {}, {}, e));
+  CCLAB_YIELD_FROM(ring_all_gather({g, l, in_group, shards, out, chunks, e.next_frame()}), e);
 }
 
 }  // namespace cclab::coll::detail

@@ -50,7 +50,7 @@ int mod(int x, int n) { return ((x % n) + n) % n; }
 }  // namespace
 
 Program ring_reduce_scatter(RingReduceScatter p) {
-  Emitter e("reduce-scatter");
+  Emitter e("reduce-scatter", p.frame);
   if (p.n == 1) {
     if (p.final_dst.count > 0)
       co_yield e.copy(p.input.at(p.shards.offset(0), p.shards.size(0)), p.final_dst);
@@ -86,7 +86,7 @@ Program ring_reduce_scatter(RingReduceScatter p) {
 }
 
 Program ring_all_gather(RingAllGather p) {
-  Emitter e("all-gather");
+  Emitter e("all-gather", p.frame);
   const int right = p.ranks(mod(p.me + 1, p.n)), left = p.ranks(mod(p.me - 1, p.n));
   std::vector<std::int64_t> prev(p.chunks, -1), cur(p.chunks, -1);
   for (int s = 0; s < p.n - 1; ++s) {
@@ -107,16 +107,16 @@ Program ring_all_gather(RingAllGather p) {
   }
 }
 
-Program ring_all_reduce(int n, int me, std::uint64_t count, int chunks) {
-  Emitter e;
+Program ring_all_reduce(int n, int me, std::uint64_t count, int chunks, Frame frame) {
+  Emitter e("", frame);
   const Partition shards{count, std::uint64_t(n)};
   const VectorRef in{BufferId::kInput, 0}, out{BufferId::kOutput, 0};
   const Region mine = out.at(shards.offset(me), shards.size(me));
-  CCLAB_YIELD_ALL(
-      remap(ring_reduce_scatter({n, me, {}, shards, in, out, mine, chunks}), {}, {}, e));
+  CCLAB_YIELD_FROM(ring_reduce_scatter({n, me, {}, shards, in, out, mine, chunks, e.next_frame()}),
+                   e);
   // The all-gather overwrites shards that reduce-scatter sends may still read.
   co_yield e.fence();
-  CCLAB_YIELD_ALL(remap(ring_all_gather({n, me, {}, shards, out, chunks}), {}, {}, e));
+  CCLAB_YIELD_FROM(ring_all_gather({n, me, {}, shards, out, chunks, e.next_frame()}), e);
 }
 
 namespace {
@@ -339,8 +339,8 @@ Program ring_all_gather_coll(int n, int me, std::uint64_t count, int chunks) {
   const Partition shards{count * n, std::uint64_t(n)};
   if (count > 0)
     co_yield e.copy({BufferId::kInput, 0, count}, {BufferId::kOutput, shards.offset(me), count});
-  CCLAB_YIELD_ALL(
-      remap(ring_all_gather({n, me, {}, shards, {BufferId::kOutput, 0}, chunks}), {}, {}, e));
+  CCLAB_YIELD_FROM(
+      ring_all_gather({n, me, {}, shards, {BufferId::kOutput, 0}, chunks, e.next_frame()}), e);
 }
 
 Program hier_reduce_scatter(int n, int me, std::uint64_t count, int chunks, int group_size) {

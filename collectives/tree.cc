@@ -82,8 +82,8 @@ std::array<int, 3> double_tree_links(int tree, int rank, int n) {
   return {t.parent, t.kids[0], t.kids[1]};
 }
 
-Program tree_all_reduce(int n, int me, std::uint64_t count, int chunks) {
-  Emitter e("tree-up");
+Program tree_all_reduce(int n, int me, std::uint64_t count, int chunks, Frame frame) {
+  Emitter e("tree-up", frame);
   if (n == 1) {
     if (count > 0) co_yield e.copy({BufferId::kInput, 0, count}, {BufferId::kOutput, 0, count});
     co_return;
