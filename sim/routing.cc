@@ -207,6 +207,20 @@ void Router::next_hops(NodeId at, std::int32_t pos, NodeId dst) {
             [](const Hop& a, const Hop& b) { return a.index < b.index; });
 }
 
+std::span<const LinkId> Router::keep(const std::vector<LinkId>& links) {
+  constexpr std::size_t kBlock = std::size_t{1} << 16;
+  if (links.size() > pool_left_) {
+    pool_left_ = std::max(kBlock, links.size());
+    pool_.push_back(std::make_unique_for_overwrite<LinkId[]>(pool_left_));
+    pool_next_ = pool_.back().get();
+  }
+  LinkId* at = pool_next_;
+  std::copy(links.begin(), links.end(), at);
+  pool_next_ += links.size();
+  pool_left_ -= links.size();
+  return {at, links.size()};
+}
+
 Route Router::compute(NodeId src, NodeId dst) {
   Route r;
   if (src == dst) return r;
@@ -217,15 +231,17 @@ Route Router::compute(NodeId src, NodeId dst) {
   mark_positions(src, dst, hops);
   const std::uint64_t pair_hash = mix((static_cast<std::uint64_t>(src) << 32) ^ dst);
   NodeId at = src;
+  route_links_.clear();
   for (std::int32_t pos = 0; pos < hops; ++pos) {
     next_hops(at, pos, dst);
     CCLAB_CHECK(!hops_.empty(), "route search lost its way");
     const Hop& pick = hops_[mix(pair_hash ^ static_cast<std::uint64_t>(at)) % hops_.size()];
-    r.links.push_back(pick.link);
+    route_links_.push_back(pick.link);
     r.latency += topo_.link(pick.link).latency;
     at = pick.node;
   }
   CCLAB_CHECK(at == dst, "route search ended off its destination");
+  r.links = keep(route_links_);
   return r;
 }
 

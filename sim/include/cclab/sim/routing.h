@@ -15,6 +15,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -23,8 +25,8 @@
 namespace cclab::sim {
 
 struct Route {
-  std::vector<LinkId> links;  // in order from source to destination
-  Time latency = 0;           // sum of the links' latencies
+  std::span<const LinkId> links;  // in order from source to destination (the Router's memory)
+  Time latency = 0;               // sum of the links' latencies
 };
 
 class Router {
@@ -63,6 +65,9 @@ class Router {
   };
 
   Route compute(NodeId src, NodeId dst);
+  // A lasting copy of `links` in the pool (routes' links lie together, in
+  // blocks that never move: no allocation per route).
+  std::span<const LinkId> keep(const std::vector<LinkId>& links);
   // Grows both sides until they meet; the hop count, -1 when there is no route.
   std::int32_t search(NodeId src, NodeId dst);
   // Labels the next level of one side (forward: along out-links from `start`,
@@ -97,8 +102,12 @@ class Router {
   std::int32_t best_ = -1;
   std::vector<std::uint32_t> pos_stamp_;
   std::vector<std::int32_t> pos_;
-  std::vector<std::vector<NodeId>> at_pos_;  // [position] -> its marked nodes
-  std::vector<Hop> hops_;                    // scratch
+  std::vector<std::vector<NodeId>> at_pos_;      // [position] -> its marked nodes
+  std::vector<Hop> hops_;                        // scratch
+  std::vector<LinkId> route_links_;              // scratch: the route being computed
+  std::vector<std::unique_ptr<LinkId[]>> pool_;  // keep()'s blocks
+  LinkId* pool_next_ = nullptr;                  // the last block's first free LinkId
+  std::size_t pool_left_ = 0;                    // and how many are free after it
   std::uint32_t generation_ = 0;
 };
 
