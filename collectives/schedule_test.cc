@@ -1,12 +1,16 @@
 #include "cclab/collectives/schedule.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <new>
 #include <set>
+#include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "blocks.h"
 #include "cclab/collectives/algorithms.h"
 #include "cclab/collectives/error.h"
 #include "cclab/collectives/types.h"
@@ -85,6 +89,91 @@ TEST(DoubleTree, TreesAreValidAndComplementary) {
 // Generating one rank's program of a 16,384-rank ring must cost memory
 // proportional to the rank's in-flight state, not to ranks squared (a table
 // of 16384^2 entries would be gigabytes; one of 16384 would be ~128 KiB).
+// A program made in a frame numbers its steps from the frame's first id and
+// names peers and regions as the enclosing program does; the sides a step
+// does not use stay empty, and deps (already the enclosing program's ids,
+// from last()) are left alone.
+TEST(Emitter, PutsItsStepsInItsFrame) {
+  detail::Frame frame{10, {3, 2}, {}};
+  frame.buffers.input = {BufferId::kOutput, 100};
+  frame.buffers.scratch = {BufferId::kScratch, 7};
+  detail::Emitter e("x", frame);
+  const Step send = e.send(1, {BufferId::kInput, 5, 4}, detail::Deps(2));
+  EXPECT_EQ(e.last(), 10);
+  EXPECT_EQ(send.peer, 5);  // 3 + 2 * 1
+  EXPECT_EQ(send.src, (Region{BufferId::kOutput, 105, 4}));
+  EXPECT_EQ(send.dst, Region{});
+  ASSERT_EQ(send.num_deps, 1);
+  EXPECT_EQ(send.deps[0], 2);
+  const Step recv = e.recv(0, {BufferId::kScratch, 1, 2});
+  EXPECT_EQ(recv.peer, 3);
+  EXPECT_EQ(recv.src, Region{});
+  EXPECT_EQ(recv.dst, (Region{BufferId::kScratch, 8, 2}));
+  const Step copy = e.copy({BufferId::kOutput, 0, 1}, {BufferId::kInput, 3, 1});
+  EXPECT_EQ(copy.peer, -1);
+  EXPECT_EQ(copy.src, (Region{BufferId::kOutput, 0, 1}));
+  EXPECT_EQ(copy.dst, (Region{BufferId::kOutput, 103, 1}));
+  const Step fence = e.fence();
+  EXPECT_EQ(fence.src, Region{});
+  EXPECT_EQ(fence.dst, Region{});
+  EXPECT_EQ(e.last(), 13);
+  const detail::Frame next = e.next_frame();
+  EXPECT_EQ(next.first_id, 14);
+  EXPECT_EQ(next.ranks(1), 5);
+  EXPECT_EQ(next.buffers.input.offset, 100u);
+}
+
+// hier's phase between groups is the flat all-reduce of the ranks with the
+// same local rank, on this rank's shard, in place: the flat algorithm's own
+// schedule for G ranks, mapped here by hand (peer p -> l + g p, input and
+// output -> the shard in the output, ids after the first phase and its fence).
+TEST(Emitter, HierRunsTheFlatAllReduceAcrossGroupsInItsFrame) {
+  const int n = 12, g = 4, groups = n / g;
+  const std::uint64_t count = 1000;
+  for (Algorithm inner :
+       {Algorithm::kRing, Algorithm::kTree, Algorithm::kHalvingDoubling, Algorithm::kDirect})
+    for (int chunks : {1, 2})
+      for (int me : {6, 11}) {
+        SCOPED_TRACE(fmt::format("{} chunks {} rank {}", algorithm_name(inner), chunks, me));
+        const int l = me % g, group = me / g;
+        const auto hier = make_schedule({CollectiveKind::kAllReduce, n, count},
+                                        {Algorithm::kHierarchical, chunks, g, inner});
+        std::vector<Step> steps;
+        for (auto p = hier->program(me); p.next();) steps.push_back(p.value());
+        const auto fence = std::find_if(steps.begin(), steps.end(),
+                                        [](const Step& s) { return s.kind == StepKind::kFence; });
+        ASSERT_NE(fence, steps.end());
+        const std::int64_t base = fence - steps.begin() + 1;
+        const std::uint64_t shard = Partition{count, std::uint64_t(g)}.offset(l);
+        const std::uint64_t shard_count = Partition{count, std::uint64_t(g)}.size(l);
+        const auto map = [&](Region r) {
+          if (r.buffer != BufferId::kScratch) r = {BufferId::kOutput, shard + r.offset, r.count};
+          return r;
+        };
+        const auto flat =
+            make_schedule({CollectiveKind::kAllReduce, groups, shard_count}, {inner, chunks});
+        std::int64_t i = base;
+        for (auto p = flat->program(group); p.next(); ++i) {
+          Step want = p.value();
+          if (want.peer >= 0) want.peer = l + g * want.peer;
+          if (want.kind != StepKind::kRecv && want.kind != StepKind::kFence)
+            want.src = map(want.src);
+          if (want.kind != StepKind::kSend && want.kind != StepKind::kFence)
+            want.dst = map(want.dst);
+          for (int d = 0; d < want.num_deps; ++d) want.deps[d] += base;
+          ASSERT_LT(i, static_cast<std::int64_t>(steps.size()));
+          const Step& got = steps[static_cast<std::size_t>(i)];
+          EXPECT_EQ(describe(got), describe(want)) << "step " << i;
+          EXPECT_EQ(got.into_reduce, want.into_reduce) << "step " << i;
+          EXPECT_EQ(got.num_deps, want.num_deps) << "step " << i;
+          for (int d = 0; d < want.num_deps; ++d)
+            EXPECT_EQ(got.deps[d], want.deps[d]) << "step " << i;
+        }
+        ASSERT_LT(i, static_cast<std::int64_t>(steps.size()));
+        EXPECT_EQ(steps[static_cast<std::size_t>(i)].kind, StepKind::kFence);
+      }
+}
+
 TEST(LazyPrograms, RingOf16384RanksAllocatesLittle) {
   const int n = 16384;
   const auto sched =
