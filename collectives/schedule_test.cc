@@ -86,9 +86,6 @@ TEST(DoubleTree, TreesAreValidAndComplementary) {
   }
 }
 
-// Generating one rank's program of a 16,384-rank ring must cost memory
-// proportional to the rank's in-flight state, not to ranks squared (a table
-// of 16384^2 entries would be gigabytes; one of 16384 would be ~128 KiB).
 // A program made in a frame numbers its steps from the frame's first id and
 // names peers and regions as the enclosing program does; the sides a step
 // does not use stay empty, and deps (already the enclosing program's ids,
@@ -174,6 +171,9 @@ TEST(Emitter, HierRunsTheFlatAllReduceAcrossGroupsInItsFrame) {
       }
 }
 
+// Generating one rank's program of a 16,384-rank ring must cost memory
+// proportional to the rank's in-flight state, not to ranks squared (a table
+// of 16384^2 entries would be gigabytes; one of 16384 would be ~128 KiB).
 TEST(LazyPrograms, RingOf16384RanksAllocatesLittle) {
   const int n = 16384;
   const auto sched =
