@@ -124,6 +124,8 @@ TEST(Emitter, PutsItsStepsInItsFrame) {
 // same local rank, on this rank's shard, in place: the flat algorithm's own
 // schedule for G ranks, mapped here by hand (peer p -> l + g p, input and
 // output -> the shard in the output, ids after the first phase and its fence).
+// (With the ring between groups and chunks > 1, hier is one pipeline without
+// phases: PipelinedHier below.)
 TEST(Emitter, HierRunsTheFlatAllReduceAcrossGroupsInItsFrame) {
   const int n = 12, g = 4, groups = n / g;
   const std::uint64_t count = 1000;
@@ -131,6 +133,7 @@ TEST(Emitter, HierRunsTheFlatAllReduceAcrossGroupsInItsFrame) {
        {Algorithm::kRing, Algorithm::kTree, Algorithm::kHalvingDoubling, Algorithm::kDirect})
     for (int chunks : {1, 2})
       for (int me : {6, 11}) {
+        if (inner == Algorithm::kRing && chunks > 1) continue;
         SCOPED_TRACE(fmt::format("{} chunks {} rank {}", algorithm_name(inner), chunks, me));
         const int l = me % g, group = me / g;
         const auto hier = make_schedule({CollectiveKind::kAllReduce, n, count},
@@ -169,6 +172,67 @@ TEST(Emitter, HierRunsTheFlatAllReduceAcrossGroupsInItsFrame) {
         ASSERT_LT(i, static_cast<std::int64_t>(steps.size()));
         EXPECT_EQ(steps[static_cast<std::size_t>(i)].kind, StepKind::kFence);
       }
+}
+
+// hier with the ring between groups and C > 1 chunks runs each chunk through
+// four rings (reduce-scatter in the group, reduce-scatter and all-gather
+// between groups, all-gather in the group) with no fence. Against closed
+// forms for 12 ranks in groups of g = 4 (G = 3), chunks divisible all the
+// way down: per chunk c elements, a rank sends 2(g-1) shards of c/g to its
+// group neighbour and 2(G-1) blocks of c/(gG) to its rail neighbour, in that
+// order of rings, each send into a reducing receive in the first two rings
+// only; a step waits on at most its chunk's previous receive and send.
+TEST(PipelinedHier, SendsEachChunkThroughTheFourRings) {
+  const int n = 12, g = 4, groups = 3;
+  for (int chunks : {2, 8}) {
+    const std::uint64_t c = 10 * g * groups, count = c * chunks;
+    const auto sched = make_schedule({CollectiveKind::kAllReduce, n, count},
+                                     {Algorithm::kHierarchical, chunks, g, Algorithm::kRing});
+    for (int me : {0, 7}) {
+      SCOPED_TRACE(fmt::format("chunks {} rank {}", chunks, me));
+      const int in_group = (me / g) * g + (me % g + 1) % g, rail = (me + g) % n;
+      std::vector<std::vector<Step>> sends(chunks);  // by chunk, in program order
+      int recvs = 0;
+      for (auto p = sched->program(me); p.next();) {
+        const Step& s = p.value();
+        ASSERT_NE(s.kind, StepKind::kFence);
+        EXPECT_LE(s.num_deps, 2);
+        if (s.kind == StepKind::kRecv || s.kind == StepKind::kRecvReduce) ++recvs;
+        if (s.kind == StepKind::kSend) sends[s.src.offset / c].push_back(s);
+      }
+      EXPECT_EQ(recvs, chunks * (2 * (g - 1) + 2 * (groups - 1)));
+      for (int k = 0; k < chunks; ++k) {
+        ASSERT_EQ(sends[k].size(), std::size_t(2 * (g - 1) + 2 * (groups - 1)));
+        for (std::size_t i = 0; i < sends[k].size(); ++i) {
+          const Step& s = sends[k][i];
+          const bool across = i >= std::size_t(g - 1) && i < std::size_t(g - 1 + 2 * (groups - 1));
+          const bool reduces = i < std::size_t(g - 1 + groups - 1);
+          EXPECT_EQ(s.peer, across ? rail : in_group) << "send " << i;
+          EXPECT_EQ(s.src.count, across ? c / (g * groups) : c / g) << "send " << i;
+          EXPECT_EQ(s.into_reduce, reduces) << "send " << i;
+          EXPECT_GE(s.src.offset, k * c);
+          EXPECT_LE(s.src.offset + s.src.count, (k + 1) * c);
+        }
+      }
+    }
+  }
+}
+
+// Chunks go in waves of 4 (kWaveChunks), each a hop behind the wave before:
+// with 8 chunks the program's sends begin with chunks 0-3's first hop, then
+// their second hop and the first of chunks 4-7.
+TEST(PipelinedHier, StartsAWaveOfFourChunksAHopAfterTheWaveBefore) {
+  const int n = 8, g = 4, chunks = 8;
+  const std::uint64_t c = 16, count = c * chunks;
+  const auto sched = make_schedule({CollectiveKind::kAllReduce, n, count},
+                                   {Algorithm::kHierarchical, chunks, g, Algorithm::kRing});
+  std::vector<int> send_chunks;
+  for (auto p = sched->program(1); p.next();)
+    if (p.value().kind == StepKind::kSend)
+      send_chunks.push_back(static_cast<int>(p.value().src.offset / c));
+  ASSERT_GE(send_chunks.size(), 12u);
+  EXPECT_EQ(std::vector<int>(send_chunks.begin(), send_chunks.begin() + 12),
+            (std::vector<int>{0, 1, 2, 3, 0, 1, 2, 3, 4, 5, 6, 7}));
 }
 
 // Generating one rank's program of a 16,384-rank ring must cost memory

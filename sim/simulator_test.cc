@@ -714,6 +714,37 @@ TEST(Simulator, HierReduceScatterAndAllGatherCrossNodesOnEveryRail) {
   }
 }
 
+// hier in chunks is one pipeline: a wave of chunks crosses between nodes
+// while the next works inside them. nodes:nodes=2,gpus=8 (g = 8, G = 2), S =
+// 64 MiB: a GPU's NVLink carries 2(g-1)/g S (T_in at 450 GB/s) and its NIC
+// 2(G-1)/G S/g (T_out at 50 GB/s), on separate links. The phased hier (one
+// chunk) runs them one after the other, so it takes at least T_in + T_out;
+// the pipelined one, 64 chunks in 16 waves, no less than the busier link's
+// max(T_in, T_out) but well under the sum. Both move the same bytes.
+TEST(Simulator, HierInChunksOverlapsWorkInsideAndBetweenNodes) {
+  const Topology t = generate_topology("nodes:nodes=2,gpus=8,nvlink=450GBps,nic=400Gbps");
+  const int n = 16, g = 8, groups = 2;
+  const std::uint64_t count = 16u << 20;
+  const double bytes = 4.0 * count;
+  const double t_in = 2.0 * (g - 1) / g * bytes / 450e9 * 1e6;
+  const double t_out = 2.0 * (groups - 1) / groups * bytes / g / 50e9 * 1e6;
+  const auto hier = [&](int chunks) {
+    return simulate(t,
+                    *coll::make_schedule({CollectiveKind::kAllReduce, n, count, 0},
+                                         {Algorithm::kHierarchical, chunks, g, Algorithm::kRing}),
+                    {4, nullptr});
+  };
+  const SimResult phased = hier(1), piped = hier(64);
+  EXPECT_GE(time_to_us(phased.total), t_in + t_out);
+  EXPECT_GE(time_to_us(piped.total), std::max(t_in, t_out));
+  EXPECT_LT(time_to_us(piped.total), 0.75 * (t_in + t_out))
+      << "T_in " << t_in << " us, T_out " << t_out << " us";
+  const auto nics = bytes_between(t, piped, ".gpu", ".nic");
+  ASSERT_EQ(nics.size(), 16u);
+  for (double b : nics) EXPECT_LT(rel_err(b, 2.0 * (groups - 1) / groups * bytes / g), 1e-9);
+  EXPECT_EQ(bytes_between(t, phased, ".gpu", ".nic"), nics);
+}
+
 TEST(Simulator, LinkBytesAndBottleneck) {
   // Ring of 4 on a switch, S = 16000 B: each rank's uplink carries 2(n-1)
   // messages of S/n bytes = 6 * 4000 = 24000 B, and so does each downlink.
