@@ -19,6 +19,9 @@ struct Deps {
       : id{a, b, c, d} {}
 };
 
+// x modulo n in [0, n), for ring positions counted back from a rank.
+inline int mod(int x, int n) { return ((x % n) + n) % n; }
+
 // Global rank of local index i in a sub-group: base + stride * i.
 struct RankMap {
   int base = 0;

@@ -67,8 +67,6 @@ Program phased_hier_all_reduce(int n, int me, std::uint64_t count, int chunks, i
   CCLAB_YIELD_FROM(ring_all_gather({g, l, in_group, shards, out, chunks, e.next_frame()}), e);
 }
 
-int mod(int x, int n) { return ((x % n) + n) % n; }
-
 // One hop of a chunk through the pipelined hier's four rings: a send to the
 // next rank of the ring, and a receive from the previous one into `recv`,
 // which adds `own` (the rank's operand) to the incoming data where it reduces.

@@ -43,12 +43,6 @@
 #include "blocks.h"
 
 namespace cclab::coll::detail {
-namespace {
-
-int mod(int x, int n) { return ((x % n) + n) % n; }
-
-}  // namespace
-
 Program ring_reduce_scatter(RingReduceScatter p) {
   Emitter e("reduce-scatter", p.frame);
   if (p.n == 1) {
