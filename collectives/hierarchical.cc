@@ -98,8 +98,9 @@ struct PipelinedHier {
       const std::uint64_t at = chunks.offset(k) + shards.offset(l) + blocks.offset(mod(j, groups));
       return Region{BufferId::kOutput, at, blocks.size(mod(j, groups))};
     };
-    const int in_right = group * g + mod(l + 1, g), in_left = group * g + mod(l - 1, g);
-    const int x_right = mod(group + 1, groups) * g + l, x_left = mod(group - 1, groups) * g + l;
+    const RankMap in_group{group * g, 1}, across{l, g};  // as the phased hier's
+    const int in_right = in_group(mod(l + 1, g)), in_left = in_group(mod(l - 1, g));
+    const int x_right = across(mod(group + 1, groups)), x_left = across(mod(group - 1, groups));
     const auto in = BufferId::kInput, out = BufferId::kOutput;
     if (h < g - 1)  // step 0 sends the rank's input, later steps forward partial sums
       return {.phase = "reduce-scatter in group",
