@@ -208,11 +208,12 @@ case $mode in
     expect_checked_table "$out" 4
     grep -qF "[0] # check 1, timeout 20000 ms, group size 2 (hier, rings)" "$out" ||
       { echo "FAIL: the ranks were not grouped by host (group size 2)"; fail=1; }
-    # 1K and 16K: direct ((ranks-1) x bytes at most 64 KiB); 256K: hier.
+    # 1K and 16K: direct ((ranks-1) x bytes at most 64 KiB); 256K: hier in
+    # its fewest chunks, one wave of 4.
     (($(grep -c "^\[0\] #   auto: direct (built-in size rule for ranks in groups of 2" "$out") == 2)) ||
       { echo "FAIL: expected auto to choose direct at 1K and 16K"; fail=1; }
-    grep -q "^\[0\] #   auto: hier (built-in size rule for ranks in groups of 2" "$out" ||
-      { echo "FAIL: expected auto to choose hier at 256K"; fail=1; }
+    grep -q "^\[0\] #   auto: hier:4 (built-in size rule for ranks in groups of 2" "$out" ||
+      { echo "FAIL: expected auto to choose hier:4 at 256K"; fail=1; }
     rm -f "$out"
     exit "$fail"
     ;;

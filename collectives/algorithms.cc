@@ -277,8 +277,18 @@ bool has_groups(const CollectiveShape& shape, const AlgoConfig& config) {
   return g > 1 && g < n && n % g == 0;
 }
 
-Algorithm inner_between_groups(int groups) {
-  return groups >= kGroupedHdInnerFrom ? Algorithm::kHalvingDoubling : Algorithm::kRing;
+Algorithm inner_between_groups(int groups, std::uint64_t bytes) {
+  const bool many = groups >= kGroupedHdInnerFrom;
+  return many && bytes / groups < kGroupedRingShareFrom ? Algorithm::kHalvingDoubling
+                                                        : Algorithm::kRing;
+}
+
+int hier_pipeline_chunks(std::uint64_t bytes) {
+  const std::uint64_t wave = std::min<std::uint64_t>(kHierMinChunks, bytes / kHierMinChunkBytes);
+  const std::uint64_t want = std::max(bytes / kHierChunkBytes, wave);
+  int chunks = 1;
+  while (chunks < kHierMaxChunks && std::uint64_t(chunks) * 2 <= want) chunks *= 2;
+  return chunks;
 }
 
 AlgoConfig choose_config(const CollectiveShape& shape, std::size_t elem_bytes, AlgoConfig config) {
@@ -288,11 +298,11 @@ AlgoConfig choose_config(const CollectiveShape& shape, std::size_t elem_bytes, A
   // groups (NICs): past the smallest messages, where hd's log2(n) steps
   // win, only hier keeps most of the traffic inside the groups. Between
   // many groups the inner ring's 2(G-1) steps cost latency that hd's
-  // 2 log2(G) do not. (cclab sim, nodes, fat trees and tori of 4-512 ranks,
-  // 1 KiB-256 MiB: the flat rule's time was 1.75x the fastest unchunked
-  // algorithm's, geometric mean, this one's 1.10x; README, "Choosing".)
-  // direct moves twice hier's bytes between the groups: over gloo on two
-  // emulated hosts it took 1.5-2.8x hier's time at 64 KiB and led up to 16 KiB.
+  // 2 log2(G) do not, while a group's share is small. (cclab sim, nodes, fat trees and tori of
+  // 4-512 ranks, 1 KiB-256 MiB: the flat rule's time was 1.75x the fastest unchunked algorithm's,
+  // geometric mean, this one's 1.10x; README, "Choosing".) direct moves twice hier's bytes between
+  // the groups: over gloo on two emulated hosts it took 1.5-2.8x hier's time at 64 KiB and led up
+  // to 16 KiB.
   const std::uint64_t bytes = shape.count * elem_bytes;
   const std::uint64_t block =
       shape.kind == CollectiveKind::kAllReduce ? bytes / shape.ranks : bytes;
@@ -300,8 +310,17 @@ AlgoConfig choose_config(const CollectiveShape& shape, std::size_t elem_bytes, A
     return config;
   if (config.algo == Algorithm::kHalvingDoubling && block <= kGroupedHdBlockLimit) return config;
   config.algo = Algorithm::kHierarchical;
-  if (shape.kind == CollectiveKind::kAllReduce)
-    config.inner = inner_between_groups(shape.ranks / config.group_size);
+  if (shape.kind != CollectiveKind::kAllReduce) return config;
+  // In chunks, hier with the ring between groups is one pipeline: a wave of
+  // chunks crosses between the groups while the next works inside them. Over
+  // the grouped topologies of cclab sim (nodes of 2x2 to 64x8 GPUs, three fat
+  // trees, two tori, 1 KiB-256 MiB) chunks of about 512 KiB came within 1.09x
+  // of the fastest row of every algorithm and chunk count (geometric mean),
+  // where the unchunked hier took 1.24x, and the ring between many groups
+  // beat hd once a group's share reached 512 KiB (README, "Choosing").
+  config.inner = inner_between_groups(shape.ranks / config.group_size, bytes);
+  if (config.inner == Algorithm::kRing && config.chunks == 1)
+    config.chunks = hier_pipeline_chunks(bytes);
   return config;
 }
 

@@ -81,18 +81,35 @@ TuningBand parse_band(const json& b, CollectiveKind kind, const std::string& fie
   return band;
 }
 
+// What the grouped rule runs past its smallest messages: hier, all-reduce's
+// with the ring in chunks (a pipeline) or, between many groups while a
+// group's share is small, hd.
+std::string grouped_hier_rule(const CollectiveShape& shape, const AlgoConfig& requested) {
+  if (shape.kind != CollectiveKind::kAllReduce) return "hier";
+  const int groups = shape.ranks / requested.group_size;
+  const std::string chunks = requested.chunks > 1
+                                 ? fmt::format("the {} chunks asked for", requested.chunks)
+                                 : fmt::format(
+                                       "chunks of {} (at most {}; at least {} while they "
+                                       "stay {} or more)",
+                                       bytes_label(kHierChunkBytes), kHierMaxChunks, kHierMinChunks,
+                                       bytes_label(kHierMinChunkBytes));
+  if (groups < kGroupedHdInnerFrom)
+    return fmt::format("hier with the ring between its {} groups in {}", groups, chunks);
+  return fmt::format(
+      "hier with hd between its {} groups while a group's share is below {}, past it with the "
+      "ring in {}",
+      groups, bytes_label(kGroupedRingShareFrom), chunks);
+}
+
 std::string builtin_rule(const CollectiveShape& shape, const AlgoConfig& requested) {
   if (shape.kind == CollectiveKind::kBroadcast)
     return "built-in size rule: tree up to 64 KiB or below 8 ranks, else hd";
   const bool grouped = has_groups(shape, requested);
   std::string whose, past = "ring";
   if (grouped) {
-    const int groups = shape.ranks / requested.group_size;
     whose = fmt::format(" for ranks in groups of {}", requested.group_size);
-    past = shape.kind != CollectiveKind::kAllReduce ? "hier"
-           : inner_between_groups(groups) == Algorithm::kHalvingDoubling
-               ? fmt::format("hier with hd between its {} groups", groups)
-               : fmt::format("hier with the ring between its {} groups", groups);
+    past = grouped_hier_rule(shape, requested);
   }
   return fmt::format(
       "built-in size rule{}: below 8 ranks direct while (ranks-1) x bytes is at most {}, from 8 "

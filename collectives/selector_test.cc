@@ -467,38 +467,68 @@ TEST(Selector, EachCollectiveHasItsTablesKeyedByTheWholeBuffer) {
 }
 
 // Ranks in groups (a group size that splits them into several groups of
-// several ranks) leave the flat rule for hier past the smallest blocks, with
-// hd between 4 groups or more; the reason names the groups.
+// several ranks) leave the flat rule for hier past the smallest blocks:
+// all-reduce's runs hd between 4 groups or more while a group's share is
+// below 512 KiB, else the ring in chunks of about 512 KiB (powers of two, at
+// most 256, at least 4 while chunks stay 64 KiB or more), unless the caller
+// asked for chunks; the reason names the groups.
 TEST(Selector, BuiltInRuleUsesTheGroupsItIsGiven) {
   const SelectorSettings none;
-  const auto chosen = [&](CollectiveKind kind, int n, std::uint64_t count, int group) {
-    return select_algorithm({kind, n, count, 0}, 4, {Algorithm::kAuto, 1, group}, none);
+  const auto chosen = [&](CollectiveKind kind, int n, std::uint64_t count, int group,
+                          int chunks = 1) {
+    return select_algorithm({kind, n, count, 0}, 4, {Algorithm::kAuto, chunks, group}, none);
+  };
+  const auto label = [&](int n, std::uint64_t count, int group, int chunks = 1) {
+    return candidate_label(chosen(CollectiveKind::kAllReduce, n, count, group, chunks).config);
   };
   // 32 ranks in 4 groups of 8: hd while a rank's block is at most 1 KiB.
-  EXPECT_EQ(candidate_label(chosen(CollectiveKind::kAllReduce, 32, 8192, 8).config), "hd");
+  EXPECT_EQ(label(32, 8192, 8), "hd");
   const Selection big = chosen(CollectiveKind::kAllReduce, 32, 8200, 8);
   EXPECT_EQ(candidate_label(big.config), "hier/hd");
   EXPECT_EQ(big.config.group_size, 8);
   EXPECT_EQ(big.reason,
             "built-in size rule for ranks in groups of 8: below 8 ranks direct while (ranks-1) x "
             "bytes is at most 64 KiB, from 8 ranks hd while a rank's block is at most 1 KiB, "
-            "else hier with hd between its 4 groups");
-  // Two groups: the ring between them.
+            "else hier with hd between its 4 groups while a group's share is below 512 KiB, past "
+            "it with the ring in chunks of 512 KiB (at most 256; at least 4 while they stay 64 "
+            "KiB or more)");
+  // A group's share reaches 512 KiB at 2 MiB (512 Ki floats): the ring, in
+  // 2 MiB / 512 KiB = 4 chunks.
+  EXPECT_EQ(label(32, (512 << 10) - 1, 8), "hier/hd");
+  EXPECT_EQ(label(32, 512 << 10, 8), "hier:4");
+  // Two groups: the ring between them at any size past hd's, in chunks of
+  // 512 KiB rounded down to a power of two, 4 to 256.
   const Selection two = chosen(CollectiveKind::kAllReduce, 32, 1 << 20, 16);
-  EXPECT_EQ(candidate_label(two.config), "hier");
-  EXPECT_NE(two.reason.find("else hier with the ring between its 2 groups"), std::string::npos)
+  EXPECT_EQ(candidate_label(two.config), "hier:8");  // 4 MiB
+  EXPECT_NE(two.reason.find("else hier with the ring between its 2 groups in chunks of 512 KiB"),
+            std::string::npos)
       << two.reason;
+  const std::uint64_t chunk = 128 << 10;              // floats in 512 KiB
+  EXPECT_EQ(label(32, 2 * chunk - 1, 16), "hier:4");  // 1.99 chunks' worth
+  EXPECT_EQ(label(32, 15 * chunk, 16), "hier:8");
+  EXPECT_EQ(label(32, 16 * chunk, 16), "hier:16");
+  EXPECT_EQ(label(32, 1u << 30, 16), "hier:256");  // 4 GiB: 8192 chunks' worth
+  // Fewer than 4 where chunks would be under 64 KiB (16 Ki floats).
+  const std::uint64_t small = 16 << 10;
+  EXPECT_EQ(label(4, 4 * small, 2), "hier:4");
+  EXPECT_EQ(label(4, 4 * small - 1, 2), "hier:2");
+  EXPECT_EQ(label(4, 2 * small - 1, 2), "hier");
+  // Chunks the caller asked for are kept, with either algorithm between groups.
+  const Selection asked = chosen(CollectiveKind::kAllReduce, 32, 1 << 20, 16, 3);
+  EXPECT_EQ(candidate_label(asked.config), "hier:3");
+  EXPECT_NE(asked.reason.find("in the 3 chunks asked for"), std::string::npos) << asked.reason;
+  EXPECT_EQ(label(32, 8200, 8, 3), "hier/hd:3");
   // Below 8 ranks direct while (ranks-1) x bytes is at most 64 KiB (5461
   // floats at 4 ranks; 256 KiB without groups), then hier.
   EXPECT_EQ(chosen(CollectiveKind::kAllReduce, 4, 5461, 2).config.algo, Algorithm::kDirect);
-  EXPECT_EQ(candidate_label(chosen(CollectiveKind::kAllReduce, 4, 5462, 2).config), "hier");
+  EXPECT_EQ(label(4, 5462, 2), "hier");
   EXPECT_EQ(chosen(CollectiveKind::kAllReduce, 4, 5462, 0).config.algo, Algorithm::kDirect);
   // Reduce-scatter and all-gather (a rank's block is the count) go hier too.
   EXPECT_EQ(chosen(CollectiveKind::kReduceScatter, 32, 256, 8).config.algo,
             Algorithm::kHalvingDoubling);
   EXPECT_EQ(chosen(CollectiveKind::kAllGather, 32, 257, 8).config.algo, Algorithm::kHierarchical);
-  EXPECT_EQ(chosen(CollectiveKind::kReduceScatter, 32, 1 << 20, 8).config.algo,
-            Algorithm::kHierarchical);
+  EXPECT_EQ(candidate_label(chosen(CollectiveKind::kReduceScatter, 32, 1 << 20, 8).config),
+            "hier");  // the pipeline is all-reduce's
   // No groups (none given, one group, groups of one) and broadcast: the flat rule.
   for (int group : {0, 32, 1}) {
     const Selection flat = chosen(CollectiveKind::kAllReduce, 32, 1 << 20, group);

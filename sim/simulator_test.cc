@@ -603,6 +603,43 @@ TEST(Simulator, BuiltInRuleForGroupedRanksIsNearTheFastestUnpipelined) {
   }
 }
 
+// Past its smallest messages the grouped rule runs hier all-reduce with the
+// ring in chunks of about 512 KiB, one pipeline. At 64 and 256 MiB on GPU
+// nodes and a fat tree its choice is within 1.1x of the fastest row of a
+// search over ring and rings in 1 and 4 chunks (more change nothing there),
+// hier with the ring between groups in 1-64 chunks, hd and hier with hd, and
+// takes at most 0.8x the unchunked hier's time with either between groups.
+TEST(Simulator, GroupedRuleRunsHierInChunksNearTheFastestRow) {
+  for (const char* spec : {"nodes:nodes=2,gpus=8", "nodes:nodes=4,gpus=8",
+                           "fat-tree:hosts=32,leaves=4,spines=2,uplink=50Gbps"}) {
+    const Topology t = generate_topology(spec);
+    const int n = static_cast<int>(t.num_endpoints()), g = t.group_size_hint;
+    for (std::uint64_t count : {16u << 20, 64u << 20}) {
+      const coll::CollectiveShape shape{CollectiveKind::kAllReduce, n, count, 0};
+      const auto time = [&](const AlgoConfig& c) {
+        return time_to_us(simulate(t, *coll::make_schedule(shape, c), {4, nullptr}).total);
+      };
+      const double unchunked =
+          std::min(time({Algorithm::kHierarchical, 1, g}),
+                   time({Algorithm::kHierarchical, 1, g, Algorithm::kHalvingDoubling}));
+      double best = std::min(unchunked, time({Algorithm::kHalvingDoubling, 1, g}));
+      for (int chunks : {1, 4}) {  // the flat ones gain nothing past 4
+        best = std::min(best, time({Algorithm::kRing, chunks, g}));
+        best = std::min(best, time({Algorithm::kRings, chunks, g}));
+      }
+      for (int chunks : {4, 16, 64})
+        best = std::min(best, time({Algorithm::kHierarchical, chunks, g}));
+      const AlgoConfig chosen = coll::choose_config(shape, 4, {Algorithm::kAuto, 1, g});
+      const double took = time(chosen);
+      const std::string row =
+          fmt::format("{} {} MiB: {} {:.1f} us, fastest {:.1f}, unchunked {:.1f}", spec,
+                      count >> 18, coll::candidate_label(chosen), took, best, unchunked);
+      EXPECT_LE(took, best * 1.1) << row;
+      EXPECT_LE(took, unchunked * 0.8) << row;
+    }
+  }
+}
+
 TEST(Simulator, RingsSpreadTheTrafficBetweenNodesOverEveryNic) {
   // nodes:nodes=4,gpus=4, S = 64 MiB (the whole buffer). The ring crosses to
   // the next node from local rank 3 only: its k(n-1) steps of S/n (k = 2 for
