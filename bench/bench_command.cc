@@ -65,7 +65,8 @@ void add_collective_options(CLI::App& cmd, BenchFlags& f) {
   cmd.add_flag("--inplace", f.in_place, "Run in place (NCCL's buffer conventions)");
   cmd.add_option("--chunks", f.chunks,
                  "Pipeline chunks per transfer; a comma list runs each of ours with each "
-                 "(rows ring, ring:4)")
+                 "(rows ring, ring:4); auto runs once, with the first, and 1 leaves the count to "
+                 "the selector")
       ->capture_default_str();
   cmd.add_option("--group-size", f.group_size, "hier: ranks per group (0: default)")
       ->capture_default_str();

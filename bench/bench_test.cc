@@ -115,7 +115,8 @@ TEST(Resolve, RejectsBadValuesNamingTheFlag) {
 }
 
 // --chunks 1,4: each of ours with each count in the order given, `auto` once
-// with the first (it keeps it unless a table or CCLAB_ALGO chooses).
+// with the first (it keeps a count above 1 unless a table or CCLAB_ALGO
+// chooses; 1 leaves grouped hier's count to the built-in rule).
 TEST(Resolve, ChunkListGivesEachOfOursEachCount) {
   BenchFlags f;
   f.algo = "ring,auto,hd", f.chunks = "4,1";
