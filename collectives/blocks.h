@@ -161,6 +161,11 @@ Program rings_all_gather(int n, int me, std::uint64_t count, int chunks, int gro
 Program hier_reduce_scatter(int n, int me, std::uint64_t count, int chunks,
                             int group_size);  // scratch: n*count
 Program hier_all_gather(int n, int me, std::uint64_t count, int chunks, int group_size);
+// hier's reduce-scatter and all-gather in chunks > 1 between several groups
+// of several ranks (g = group size): one pipeline, as hier all-reduce's.
+Program pipelined_hier_reduce_scatter(int n, int me, std::uint64_t count, int chunks,
+                                      int g);  // scratch: n*count
+Program pipelined_hier_all_gather(int n, int me, std::uint64_t count, int chunks, int g);
 Program hd_all_gather(int n, int me, std::uint64_t count, int chunks);
 Program hd_broadcast(int n, int me, int root, std::uint64_t count, int chunks);
 Program chain_broadcast(int n, int me, int root, std::uint64_t count, int chunks);

@@ -337,9 +337,13 @@ Program ring_all_gather_coll(int n, int me, std::uint64_t count, int chunks) {
       ring_all_gather({n, me, {}, shards, {BufferId::kOutput, 0}, chunks, e.next_frame()}), e);
 }
 
-Program hier_reduce_scatter(int n, int me, std::uint64_t count, int chunks, int group_size) {
+namespace {
+
+// hier's reduce-scatter and all-gather with a fence between the rings inside
+// and between the groups.
+Program phased_hier_reduce_scatter(int n, int me, std::uint64_t count, int chunks, int g) {
   Emitter e("reduce-scatter");
-  const int g = group_size, groups = n / g, group = me / g, l = me % g;
+  const int groups = n / g, group = me / g, l = me % g;
   if (n == 1) {
     if (count > 0) co_yield e.copy({BufferId::kInput, 0, count}, {BufferId::kOutput, 0, count});
     co_return;
@@ -362,9 +366,9 @@ Program hier_reduce_scatter(int n, int me, std::uint64_t count, int chunks, int 
   }
 }
 
-Program hier_all_gather(int n, int me, std::uint64_t count, int chunks, int group_size) {
+Program phased_hier_all_gather(int n, int me, std::uint64_t count, int chunks, int g) {
   Emitter e("all-gather");
-  const int g = group_size, groups = n / g, group = me / g, l = me % g;
+  const int groups = n / g, group = me / g, l = me % g;
   if (count > 0)
     co_yield e.copy({BufferId::kInput, 0, count},
                     {BufferId::kOutput, static_cast<std::uint64_t>(me) * count, count});
@@ -375,6 +379,21 @@ Program hier_all_gather(int n, int me, std::uint64_t count, int chunks, int grou
   if (g > 1)
     CCLAB_YIELD_ALL(rings_phase(BlockRings{g, groups, {group * g, 1}, count, 0, g, 1}, me, chunks,
                                 false, {}, e));
+}
+
+}  // namespace
+
+Program hier_reduce_scatter(int n, int me, std::uint64_t count, int chunks, int group_size) {
+  const int g = group_size, groups = n / g, group = me / g, l = me % g;
+  if (chunks > 1 && g > 1 && groups > 1)
+    return pipelined_hier_reduce_scatter(n, me, count, chunks, g);
+  return phased_hier_reduce_scatter(n, me, count, chunks, g);
+}
+
+Program hier_all_gather(int n, int me, std::uint64_t count, int chunks, int group_size) {
+  const int g = group_size, groups = n / g;
+  if (chunks > 1 && g > 1 && groups > 1) return pipelined_hier_all_gather(n, me, count, chunks, g);
+  return phased_hier_all_gather(n, me, count, chunks, g);
 }
 
 }  // namespace cclab::coll::detail

@@ -782,6 +782,37 @@ TEST(Simulator, HierInChunksOverlapsWorkInsideAndBetweenNodes) {
   EXPECT_EQ(bytes_between(t, phased, ".gpu", ".nic"), nics);
 }
 
+// So are hier's reduce-scatter and all-gather. Same nodes, S = 64 MiB the
+// whole buffer (n blocks): a GPU's NVLink carries (g-1)/g S (g-1 hops of G
+// blocks) and its NIC (G-1) S/n, on separate links, so the phased hier takes
+// at least T_in + T_out, the pipelined one (64 chunks) no less than the
+// busier link's time but well under the sum; both move the same bytes.
+TEST(Simulator, HierReduceScatterAndAllGatherInChunksOverlapTheirRings) {
+  const Topology t = generate_topology("nodes:nodes=2,gpus=8,nvlink=450GBps,nic=400Gbps");
+  const int n = 16, g = 8, groups = 2;
+  const std::uint64_t count = (16u << 20) / n;  // a rank's block
+  const double bytes = 4.0 * count * n;
+  const double t_in = (g - 1.0) / g * bytes / 450e9 * 1e6;
+  const double t_out = (groups - 1.0) * bytes / n / 50e9 * 1e6;
+  for (auto kind : {CollectiveKind::kReduceScatter, CollectiveKind::kAllGather}) {
+    SCOPED_TRACE(coll::collective_name(kind));
+    const auto hier = [&](int chunks) {
+      return simulate(
+          t, *coll::make_schedule({kind, n, count, 0}, {Algorithm::kHierarchical, chunks, g}),
+          {4, nullptr});
+    };
+    const SimResult phased = hier(1), piped = hier(64);
+    EXPECT_GE(time_to_us(phased.total), t_in + t_out);
+    EXPECT_GE(time_to_us(piped.total), std::max(t_in, t_out));
+    EXPECT_LT(time_to_us(piped.total), 0.8 * (t_in + t_out))
+        << "T_in " << t_in << " us, T_out " << t_out << " us, phased " << time_to_us(phased.total);
+    const auto nics = bytes_between(t, piped, ".gpu", ".nic");
+    ASSERT_EQ(nics.size(), 16u);
+    for (double b : nics) EXPECT_LT(rel_err(b, (groups - 1.0) * bytes / n), 1e-9);
+    EXPECT_EQ(bytes_between(t, phased, ".gpu", ".nic"), nics);
+  }
+}
+
 TEST(Simulator, LinkBytesAndBottleneck) {
   // Ring of 4 on a switch, S = 16000 B: each rank's uplink carries 2(n-1)
   // messages of S/n bytes = 6 * 4000 = 24000 B, and so does each downlink.
