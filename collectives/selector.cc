@@ -81,11 +81,10 @@ TuningBand parse_band(const json& b, CollectiveKind kind, const std::string& fie
   return band;
 }
 
-// What the grouped rule runs past its smallest messages: hier, all-reduce's
-// with the ring in chunks (a pipeline) or, between many groups while a
+// What the grouped rule runs past its smallest messages: hier in chunks (a
+// pipeline), all-reduce's with the ring or, between many groups while a
 // group's share is small, hd.
 std::string grouped_hier_rule(const CollectiveShape& shape, const AlgoConfig& requested) {
-  if (shape.kind != CollectiveKind::kAllReduce) return "hier";
   const int groups = shape.ranks / requested.group_size;
   const std::string chunks = requested.chunks > 1
                                  ? fmt::format("the {} chunks asked for", requested.chunks)
@@ -94,6 +93,8 @@ std::string grouped_hier_rule(const CollectiveShape& shape, const AlgoConfig& re
                                        "stay {} or more)",
                                        bytes_label(kHierChunkBytes), kHierMaxChunks, kHierMinChunks,
                                        bytes_label(kHierMinChunkBytes));
+  if (shape.kind != CollectiveKind::kAllReduce)
+    return fmt::format("hier in {} of the whole buffer", chunks);
   if (groups < kGroupedHdInnerFrom)
     return fmt::format("hier with the ring between its {} groups in {}", groups, chunks);
   return fmt::format(

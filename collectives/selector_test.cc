@@ -527,8 +527,15 @@ TEST(Selector, BuiltInRuleUsesTheGroupsItIsGiven) {
   EXPECT_EQ(chosen(CollectiveKind::kReduceScatter, 32, 256, 8).config.algo,
             Algorithm::kHalvingDoubling);
   EXPECT_EQ(chosen(CollectiveKind::kAllGather, 32, 257, 8).config.algo, Algorithm::kHierarchical);
-  EXPECT_EQ(candidate_label(chosen(CollectiveKind::kReduceScatter, 32, 1 << 20, 8).config),
-            "hier");  // the pipeline is all-reduce's
+  // Their chunks count the whole buffer: 4 MiB a rank, 128 MiB in all.
+  const Selection rs = chosen(CollectiveKind::kReduceScatter, 32, 1 << 20, 8);
+  EXPECT_EQ(candidate_label(rs.config), "hier:256");
+  EXPECT_NE(rs.reason.find("else hier in chunks of 512 KiB (at most 256; at least 4 while they "
+                           "stay 64 KiB or more) of the whole buffer"),
+            std::string::npos)
+      << rs.reason;
+  EXPECT_EQ(candidate_label(chosen(CollectiveKind::kAllGather, 32, 64 << 10, 8).config),
+            "hier:16");  // 256 KiB a rank, 8 MiB in all
   // No groups (none given, one group, groups of one) and broadcast: the flat rule.
   for (int group : {0, 32, 1}) {
     const Selection flat = chosen(CollectiveKind::kAllReduce, 32, 1 << 20, group);

@@ -95,7 +95,9 @@ Algorithm choose_algorithm(const CollectiveShape& shape, std::size_t elem_bytes)
 // kGroupedHdInnerFrom groups or more while a group's share (bytes / groups)
 // is below kGroupedRingShareFrom, else the ring; with the ring, and
 // config.chunks left at 1, it runs in hier_pipeline_chunks(bytes) chunks (a
-// pipeline). Chunks above 1 are the caller's and kept. Without such groups,
+// pipeline), as reduce-scatter's and all-gather's hier do for their whole
+// buffer (count x ranks x element size). Chunks above 1 are the caller's
+// and kept. Without such groups,
 // and for broadcast, choose_algorithm(). Returns `config` with algo (and
 // inner, chunks) set.
 inline constexpr std::uint64_t kGroupedDirectTrafficLimit = 64u << 10;
