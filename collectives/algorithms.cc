@@ -283,8 +283,8 @@ Algorithm inner_between_groups(int groups, std::uint64_t bytes) {
                                                         : Algorithm::kRing;
 }
 
-int hier_pipeline_chunks(std::uint64_t bytes) {
-  const std::uint64_t wave = std::min<std::uint64_t>(kHierMinChunks, bytes / kHierMinChunkBytes);
+int hier_pipeline_chunks(std::uint64_t bytes, std::uint64_t block) {
+  const std::uint64_t wave = std::min<std::uint64_t>(kHierMinChunks, block / kHierMinChunkBytes);
   const std::uint64_t want = std::max(bytes / kHierChunkBytes, wave);
   int chunks = 1;
   while (chunks < kHierMaxChunks && std::uint64_t(chunks) * 2 <= want) chunks *= 2;
@@ -311,9 +311,10 @@ AlgoConfig choose_config(const CollectiveShape& shape, std::size_t elem_bytes, A
   if (config.algo == Algorithm::kHalvingDoubling && block <= kGroupedHdBlockLimit) return config;
   config.algo = Algorithm::kHierarchical;
   if (shape.kind != CollectiveKind::kAllReduce) {
-    // Its two rings are one pipeline in chunks too: on the same topologies
-    // the chunks below took 0.54-0.99x the unchunked hier's time from 256 KiB.
-    if (config.chunks == 1) config.chunks = hier_pipeline_chunks(bytes * shape.ranks);
+    // Its two rings are one pipeline in chunks too: on 6 of those topologies
+    // the chunks below took 0.54-0.99x the unchunked hier's time from 1 to
+    // 256 MiB (the whole buffer), which blocks of 64 KiB or less run unchunked.
+    if (config.chunks == 1) config.chunks = hier_pipeline_chunks(bytes * shape.ranks, bytes);
     return config;
   }
   // In chunks, hier with the ring between groups is one pipeline: a wave of
@@ -325,7 +326,7 @@ AlgoConfig choose_config(const CollectiveShape& shape, std::size_t elem_bytes, A
   // beat hd once a group's share reached 512 KiB (README, "Choosing").
   config.inner = inner_between_groups(shape.ranks / config.group_size, bytes);
   if (config.inner == Algorithm::kRing && config.chunks == 1)
-    config.chunks = hier_pipeline_chunks(bytes);
+    config.chunks = hier_pipeline_chunks(bytes, bytes);
   return config;
 }
 

@@ -94,7 +94,13 @@ std::string grouped_hier_rule(const CollectiveShape& shape, const AlgoConfig& re
                                        bytes_label(kHierChunkBytes), kHierMaxChunks, kHierMinChunks,
                                        bytes_label(kHierMinChunkBytes));
   if (shape.kind != CollectiveKind::kAllReduce)
-    return fmt::format("hier in {} of the whole buffer", chunks);
+    return requested.chunks > 1
+               ? fmt::format("hier in {}", chunks)
+               : fmt::format(
+                     "hier in chunks of {} of the whole buffer (at most {}; at least {} "
+                     "while a rank's block splits into pieces of {} or more)",
+                     bytes_label(kHierChunkBytes), kHierMaxChunks, kHierMinChunks,
+                     bytes_label(kHierMinChunkBytes));
   if (groups < kGroupedHdInnerFrom)
     return fmt::format("hier with the ring between its {} groups in {}", groups, chunks);
   return fmt::format(

@@ -530,12 +530,16 @@ TEST(Selector, BuiltInRuleUsesTheGroupsItIsGiven) {
   // Their chunks count the whole buffer: 4 MiB a rank, 128 MiB in all.
   const Selection rs = chosen(CollectiveKind::kReduceScatter, 32, 1 << 20, 8);
   EXPECT_EQ(candidate_label(rs.config), "hier:256");
-  EXPECT_NE(rs.reason.find("else hier in chunks of 512 KiB (at most 256; at least 4 while they "
-                           "stay 64 KiB or more) of the whole buffer"),
+  EXPECT_NE(rs.reason.find("else hier in chunks of 512 KiB of the whole buffer (at most 256; at "
+                           "least 4 while a rank's block splits into pieces of 64 KiB or more)"),
             std::string::npos)
       << rs.reason;
   EXPECT_EQ(candidate_label(chosen(CollectiveKind::kAllGather, 32, 64 << 10, 8).config),
             "hier:16");  // 256 KiB a rank, 8 MiB in all
+  // At 4 ranks 1 MiB in all is 2 chunks' worth, but blocks of 256 KiB make 4
+  // pieces of 64 KiB; 256 KiB in all, blocks of 64 KiB: one piece.
+  EXPECT_EQ(candidate_label(chosen(CollectiveKind::kAllGather, 4, 64 << 10, 2).config), "hier:4");
+  EXPECT_EQ(candidate_label(chosen(CollectiveKind::kReduceScatter, 4, 16 << 10, 2).config), "hier");
   // No groups (none given, one group, groups of one) and broadcast: the flat rule.
   for (int group : {0, 32, 1}) {
     const Selection flat = chosen(CollectiveKind::kAllReduce, 32, 1 << 20, group);
