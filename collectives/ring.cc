@@ -384,7 +384,7 @@ Program phased_hier_all_gather(int n, int me, std::uint64_t count, int chunks, i
 }  // namespace
 
 Program hier_reduce_scatter(int n, int me, std::uint64_t count, int chunks, int group_size) {
-  const int g = group_size, groups = n / g, group = me / g, l = me % g;
+  const int g = group_size, groups = n / g;
   if (chunks > 1 && g > 1 && groups > 1)
     return pipelined_hier_reduce_scatter(n, me, count, chunks, g);
   return phased_hier_reduce_scatter(n, me, count, chunks, g);

@@ -85,28 +85,24 @@ TuningBand parse_band(const json& b, CollectiveKind kind, const std::string& fie
 // pipeline), all-reduce's with the ring or, between many groups while a
 // group's share is small, hd.
 std::string grouped_hier_rule(const CollectiveShape& shape, const AlgoConfig& requested) {
-  const int groups = shape.ranks / requested.group_size;
-  const std::string chunks = requested.chunks > 1
-                                 ? fmt::format("the {} chunks asked for", requested.chunks)
-                                 : fmt::format(
-                                       "chunks of {} (at most {}; at least {} while they "
-                                       "stay {} or more)",
-                                       bytes_label(kHierChunkBytes), kHierMaxChunks, kHierMinChunks,
-                                       bytes_label(kHierMinChunkBytes));
+  // The chunks: of the buffer or, for reduce-scatter and all-gather, of the
+  // whole buffer, with the floor on what a chunk's pieces must stay.
+  const auto chunks = [&](std::string_view of, std::string_view floor) {
+    if (requested.chunks > 1) return fmt::format("the {} chunks asked for", requested.chunks);
+    return fmt::format("chunks of {}{} (at most {}; at least {} while {} {} or more)",
+                       bytes_label(kHierChunkBytes), of, kHierMaxChunks, kHierMinChunks, floor,
+                       bytes_label(kHierMinChunkBytes));
+  };
   if (shape.kind != CollectiveKind::kAllReduce)
-    return requested.chunks > 1
-               ? fmt::format("hier in {}", chunks)
-               : fmt::format(
-                     "hier in chunks of {} of the whole buffer (at most {}; at least {} "
-                     "while a rank's block splits into pieces of {} or more)",
-                     bytes_label(kHierChunkBytes), kHierMaxChunks, kHierMinChunks,
-                     bytes_label(kHierMinChunkBytes));
+    return "hier in " + chunks(" of the whole buffer", "a rank's block splits into pieces of");
+  const int groups = shape.ranks / requested.group_size;
+  const std::string in = chunks("", "they stay");
   if (groups < kGroupedHdInnerFrom)
-    return fmt::format("hier with the ring between its {} groups in {}", groups, chunks);
+    return fmt::format("hier with the ring between its {} groups in {}", groups, in);
   return fmt::format(
       "hier with hd between its {} groups while a group's share is below {}, past it with the "
       "ring in {}",
-      groups, bytes_label(kGroupedRingShareFrom), chunks);
+      groups, bytes_label(kGroupedRingShareFrom), in);
 }
 
 std::string builtin_rule(const CollectiveShape& shape, const AlgoConfig& requested) {
