@@ -218,6 +218,58 @@ TEST(PipelinedHier, SendsEachChunkThroughTheFourRings) {
   }
 }
 
+// With hd between a power of two of groups, each chunk's hops between the
+// groups are log2(G) halving exchanges and log2(G) doubling ones instead of
+// the two rings. 16 ranks in groups of g = 4 (G = 4), chunks divisible all
+// the way down: per chunk c elements, a rank sends g-1 shards of c/g to its
+// group neighbour, then to the rail rank of group ^ 1 half its shard and of
+// group ^ 2 a quarter (nearest group first, both into a reducing receive),
+// then a quarter back to group ^ 2 and a half to group ^ 1, then g-1 shards
+// to its group neighbour again.
+TEST(PipelinedHier, HdBetweenGroupsHalvesThenDoublesNearestGroupFirst) {
+  const int n = 16, g = 4, groups = 4;
+  for (int chunks : {2, 8}) {
+    const std::uint64_t c = 10 * g * groups, count = c * chunks, shard = c / g;
+    const auto sched =
+        make_schedule({CollectiveKind::kAllReduce, n, count},
+                      {Algorithm::kHierarchical, chunks, g, Algorithm::kHalvingDoubling});
+    for (int me : {0, 6, 13}) {
+      SCOPED_TRACE(fmt::format("chunks {} rank {}", chunks, me));
+      const int group = me / g, l = me % g, in_group = group * g + (l + 1) % g;
+      const auto rail = [&](int other) { return other * g + l; };
+      struct Want {
+        int peer;
+        std::uint64_t count;
+        bool reduces;
+      };
+      std::vector<Want> want;
+      for (int i = 0; i < g - 1; ++i) want.push_back({in_group, shard, true});
+      want.push_back({rail(group ^ 1), shard / 2, true});
+      want.push_back({rail(group ^ 2), shard / 4, true});
+      want.push_back({rail(group ^ 2), shard / 4, false});
+      want.push_back({rail(group ^ 1), shard / 2, false});
+      for (int i = 0; i < g - 1; ++i) want.push_back({in_group, shard, false});
+      std::vector<std::vector<Step>> sends(chunks);
+      int recvs = 0;
+      for (auto p = sched->program(me); p.next();) {
+        const Step& s = p.value();
+        ASSERT_NE(s.kind, StepKind::kFence);
+        if (s.kind == StepKind::kRecv || s.kind == StepKind::kRecvReduce) ++recvs;
+        if (s.kind == StepKind::kSend) sends[s.src.offset / c].push_back(s);
+      }
+      EXPECT_EQ(recvs, chunks * static_cast<int>(want.size()));
+      for (int k = 0; k < chunks; ++k) {
+        ASSERT_EQ(sends[k].size(), want.size());
+        for (std::size_t i = 0; i < want.size(); ++i) {
+          EXPECT_EQ(sends[k][i].peer, want[i].peer) << "send " << i;
+          EXPECT_EQ(sends[k][i].src.count, want[i].count) << "send " << i;
+          EXPECT_EQ(sends[k][i].into_reduce, want[i].reduces) << "send " << i;
+        }
+      }
+    }
+  }
+}
+
 // Chunks go in waves of 4 (kWaveChunks), each a hop behind the wave before:
 // with 8 chunks the program's sends begin with chunks 0-3's first hop, then
 // their second hop and the first of chunks 4-7.
@@ -291,10 +343,11 @@ std::string unordered_conflict(const Schedule& sched, int me) {
   return "";
 }
 
-// hier's pipelines (all-reduce with the ring between groups, reduce-scatter
-// and all-gather, in chunks) order every pair of conflicting accesses of a
-// rank by deps, as do the phased forms (one chunk): for 8-24 ranks in groups
-// of 2-8, one wave and several uneven ones. Reduce-scatter's and
+// hier's pipelines (all-reduce with the ring or hd between groups,
+// reduce-scatter and all-gather, in chunks) order every pair of conflicting
+// accesses of a rank by deps, as do the phased forms (one chunk; hd between a
+// number of groups not a power of two): for 8-32 ranks in groups of 2-8
+// (2-16 groups), one wave and several uneven ones. Reduce-scatter's and
 // all-gather's pieces of a chunk are all empty or none, so their counts
 // include chunks of nothing; all-reduce's count leaves no shard of a chunk
 // empty. (Where one is, the hops around it skip their steps, and the order
@@ -304,17 +357,20 @@ std::string unordered_conflict(const Schedule& sched, int me) {
 TEST(PipelinedHier, OrdersEveryConflictingAccessByDeps) {
   for (auto kind :
        {CollectiveKind::kAllReduce, CollectiveKind::kReduceScatter, CollectiveKind::kAllGather})
-    for (auto [n, g] : {std::pair{8, 4}, {12, 3}, {12, 4}, {16, 2}, {16, 8}, {24, 4}})
+    for (auto [n, g] : {std::pair{8, 4}, {12, 3}, {12, 4}, {16, 2}, {16, 8}, {24, 4}, {32, 2}})
       for (int chunks : {1, 4, 9})
         for (std::uint64_t count : kind == CollectiveKind::kAllReduce
                                        ? std::vector<std::uint64_t>{1000}
                                        : std::vector<std::uint64_t>{5, 37}) {
-          const auto sched = make_schedule({kind, n, count},
-                                           {Algorithm::kHierarchical, chunks, g, Algorithm::kRing});
-          for (int me = 0; me < n; ++me)
-            ASSERT_EQ(unordered_conflict(*sched, me), "")
-                << collective_name(kind) << " n " << n << " g " << g << " chunks " << chunks
-                << " count " << count;
+          for (auto inner : {Algorithm::kRing, Algorithm::kHalvingDoubling}) {
+            if (inner != Algorithm::kRing && kind != CollectiveKind::kAllReduce) continue;
+            const auto sched =
+                make_schedule({kind, n, count}, {Algorithm::kHierarchical, chunks, g, inner});
+            for (int me = 0; me < n; ++me)
+              ASSERT_EQ(unordered_conflict(*sched, me), "")
+                  << collective_name(kind) << " " << sched->name() << " n " << n << " g " << g
+                  << " chunks " << chunks << " count " << count;
+          }
         }
 }
 

@@ -129,28 +129,30 @@ TEST(Threads, NonBlockingCallsInFlight) {
   });
 }
 
-// hier in chunks with the ring between groups is one pipeline of waves
-// (hierarchical.cc): exact sums against the closed form, in and out of
-// place, for one wave (4 chunks) and several uneven ones (9, 16), groups of 2
-// and 4, on a count that splits unevenly everywhere.
+// hier in chunks with the ring between groups, or hd between a power of two
+// of groups, is one pipeline of waves (hierarchical.cc): exact sums against
+// the closed form, in and out of place, for one wave (4 chunks) and several
+// uneven ones (9, 16), groups of 2 and 4 (4 and 2 groups), on a count that
+// splits unevenly everywhere.
 TEST(Threads, PipelinedHierAllReducesExactly) {
   const int n = 8;
   const std::size_t count = 1009;
   ThreadsWorld world(n);
   world.run([&](Communicator& c) {
-    for (int g : {2, 4})
-      for (int chunks : {4, 9, 16})
-        for (bool in_place : {false, true}) {
-          std::vector<double> in(count), out(count, -1.0);
-          for (std::size_t i = 0; i < count; ++i) in[i] = c.rank() + static_cast<double>(i);
-          double* dst = in_place ? in.data() : out.data();
-          c.allreduce(in.data(), dst, count, DataType::kF64, ReduceOp::kSum,
-                      {Algorithm::kHierarchical, chunks, g, Algorithm::kRing});
-          for (std::size_t i = 0; i < count; ++i)
-            ASSERT_EQ(dst[i], n * (n - 1) / 2.0 + n * static_cast<double>(i))
-                << "g " << g << " chunks " << chunks << (in_place ? " in place" : "") << " rank "
-                << c.rank() << " element " << i;
-        }
+    for (auto inner : {Algorithm::kRing, Algorithm::kHalvingDoubling})
+      for (int g : {2, 4})
+        for (int chunks : {4, 9, 16})
+          for (bool in_place : {false, true}) {
+            std::vector<double> in(count), out(count, -1.0);
+            for (std::size_t i = 0; i < count; ++i) in[i] = c.rank() + static_cast<double>(i);
+            double* dst = in_place ? in.data() : out.data();
+            c.allreduce(in.data(), dst, count, DataType::kF64, ReduceOp::kSum,
+                        {Algorithm::kHierarchical, chunks, g, inner});
+            for (std::size_t i = 0; i < count; ++i)
+              ASSERT_EQ(dst[i], n * (n - 1) / 2.0 + n * static_cast<double>(i))
+                  << algorithm_name(inner) << " between groups, g " << g << " chunks " << chunks
+                  << (in_place ? " in place" : "") << " rank " << c.rank() << " element " << i;
+          }
   });
 }
 
