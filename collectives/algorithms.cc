@@ -3,6 +3,7 @@
 #include "cclab/collectives/algorithms.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <functional>
 
@@ -278,13 +279,19 @@ bool has_groups(const CollectiveShape& shape, const AlgoConfig& config) {
 }
 
 Algorithm inner_between_groups(int groups, std::uint64_t bytes) {
-  const bool many = groups >= kGroupedHdInnerFrom;
-  return many && bytes / groups < kGroupedRingShareFrom ? Algorithm::kHalvingDoubling
+  if (groups < kGroupedHdInnerFrom) return Algorithm::kRing;
+  const bool pow2 = std::has_single_bit(static_cast<unsigned>(groups));
+  return pow2 || bytes / groups < kGroupedRingShareFrom ? Algorithm::kHalvingDoubling
                                                         : Algorithm::kRing;
 }
 
-int hier_pipeline_chunks(std::uint64_t bytes, std::uint64_t block) {
-  const std::uint64_t wave = std::min<std::uint64_t>(kHierMinChunks, block / kHierMinChunkBytes);
+bool hier_all_reduce_pipelines(Algorithm inner, int groups) {
+  return inner == Algorithm::kRing || (inner == Algorithm::kHalvingDoubling &&
+                                       std::has_single_bit(static_cast<unsigned>(groups)));
+}
+
+int hier_pipeline_chunks(std::uint64_t bytes, std::uint64_t block, std::uint64_t min_chunk) {
+  const std::uint64_t wave = std::min<std::uint64_t>(kHierMinChunks, block / min_chunk);
   const std::uint64_t want = std::max(bytes / kHierChunkBytes, wave);
   int chunks = 1;
   while (chunks < kHierMaxChunks && std::uint64_t(chunks) * 2 <= want) chunks *= 2;
@@ -318,15 +325,21 @@ AlgoConfig choose_config(const CollectiveShape& shape, std::size_t elem_bytes, A
     return config;
   }
   // In chunks, hier with the ring between groups is one pipeline: a wave of
-  // chunks crosses between the groups while the next works inside them. Over
-  // the grouped topologies of cclab sim (nodes of 2x2 to 64x8 GPUs, three fat
-  // trees, two tori, 1 KiB-256 MiB) chunks of about 512 KiB came within 1.09x
-  // of the fastest row of every algorithm and chunk count (geometric mean),
-  // where the unchunked hier took 1.24x, and the ring between many groups
-  // beat hd once a group's share reached 512 KiB (README, "Choosing").
-  config.inner = inner_between_groups(shape.ranks / config.group_size, bytes);
-  if (config.inner == Algorithm::kRing && config.chunks == 1)
-    config.chunks = hier_pipeline_chunks(bytes, bytes);
+  // chunks crosses between the groups while the next works inside them; so is
+  // hd between a power of two of groups. Over the grouped topologies of cclab
+  // sim (nodes of 2x2 to 64x8 GPUs, three fat trees, two tori, 1 KiB-256 MiB)
+  // chunks of about 512 KiB came within 1.09x of the fastest row of every
+  // algorithm and chunk count (geometric mean), where the unchunked hier took
+  // 1.24x. Between 4 or more groups (all a power of two there) hd in chunks
+  // did as well as the ring in chunks from shares of 2 MiB, better below
+  // (64 nodes of 8 GPUs, 64 MiB: 459 us against 664); where hd cannot
+  // pipeline (groups not a power of two) the ring takes over once a group's
+  // share reaches 512 KiB (README, "Choosing").
+  const int groups = shape.ranks / config.group_size;
+  config.inner = inner_between_groups(groups, bytes);
+  if (config.chunks == 1 && hier_all_reduce_pipelines(config.inner, groups))
+    config.chunks = hier_pipeline_chunks(
+        bytes, bytes, config.inner == Algorithm::kRing ? kHierMinChunkBytes : kHierHdMinChunkBytes);
   return config;
 }
 

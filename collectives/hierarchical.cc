@@ -416,11 +416,10 @@ Program pipelined_hier_hd_all_reduce(int n, int me, std::uint64_t count, int chu
 Program hier_all_reduce(int n, int me, std::uint64_t count, int chunks, int group_size,
                         int inner_algo) {
   const int g = group_size, groups = n / g;
-  if (chunks > 1 && g > 1 && groups > 1 && static_cast<Algorithm>(inner_algo) == Algorithm::kRing)
-    return pipelined_hier_all_reduce(n, me, count, chunks, g);
-  if (chunks > 1 && g > 1 && groups > 1 && std::has_single_bit(static_cast<unsigned>(groups)) &&
-      static_cast<Algorithm>(inner_algo) == Algorithm::kHalvingDoubling)
-    return pipelined_hier_hd_all_reduce(n, me, count, chunks, g);
+  const auto inner = static_cast<Algorithm>(inner_algo);
+  if (chunks > 1 && g > 1 && groups > 1 && hier_all_reduce_pipelines(inner, groups))
+    return inner == Algorithm::kRing ? pipelined_hier_all_reduce(n, me, count, chunks, g)
+                                     : pipelined_hier_hd_all_reduce(n, me, count, chunks, g);
   return phased_hier_all_reduce(n, me, count, chunks, group_size, inner_algo);
 }
 

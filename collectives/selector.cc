@@ -87,11 +87,15 @@ TuningBand parse_band(const json& b, CollectiveKind kind, const std::string& fie
 std::string grouped_hier_rule(const CollectiveShape& shape, const AlgoConfig& requested) {
   // The chunks: of the buffer or, for reduce-scatter and all-gather, of the
   // whole buffer, with the floor on what a chunk's pieces must stay.
-  const auto chunks = [&](std::string_view of, std::string_view floor) {
+  const auto chunks = [&](std::string_view of, std::string_view floor,
+                          std::uint64_t min_chunk = kHierMinChunkBytes) {
     if (requested.chunks > 1) return fmt::format("the {} chunks asked for", requested.chunks);
+    if (min_chunk >= kHierChunkBytes)  // no floor
+      return fmt::format("chunks of {}{} (at most {})", bytes_label(kHierChunkBytes), of,
+                         kHierMaxChunks);
     return fmt::format("chunks of {}{} (at most {}; at least {} while {} {} or more)",
                        bytes_label(kHierChunkBytes), of, kHierMaxChunks, kHierMinChunks, floor,
-                       bytes_label(kHierMinChunkBytes));
+                       bytes_label(min_chunk));
   };
   if (shape.kind != CollectiveKind::kAllReduce)
     return "hier in " + chunks(" of the whole buffer", "a rank's block splits into pieces of");
@@ -99,6 +103,9 @@ std::string grouped_hier_rule(const CollectiveShape& shape, const AlgoConfig& re
   const std::string in = chunks("", "they stay");
   if (groups < kGroupedHdInnerFrom)
     return fmt::format("hier with the ring between its {} groups in {}", groups, in);
+  if (hier_all_reduce_pipelines(Algorithm::kHalvingDoubling, groups))
+    return fmt::format("hier with hd between its {} groups in {}", groups,
+                       chunks("", "they stay", kHierHdMinChunkBytes));
   return fmt::format(
       "hier with hd between its {} groups while a group's share is below {}, past it with the "
       "ring in {}",

@@ -489,13 +489,26 @@ TEST(Selector, BuiltInRuleUsesTheGroupsItIsGiven) {
   EXPECT_EQ(big.reason,
             "built-in size rule for ranks in groups of 8: below 8 ranks direct while (ranks-1) x "
             "bytes is at most 64 KiB, from 8 ranks hd while a rank's block is at most 1 KiB, "
-            "else hier with hd between its 4 groups while a group's share is below 512 KiB, past "
-            "it with the ring in chunks of 512 KiB (at most 256; at least 4 while they stay 64 "
-            "KiB or more)");
-  // A group's share reaches 512 KiB at 2 MiB (512 Ki floats): the ring, in
-  // 2 MiB / 512 KiB = 4 chunks.
-  EXPECT_EQ(label(32, (512 << 10) - 1, 8), "hier/hd");
-  EXPECT_EQ(label(32, 512 << 10, 8), "hier:4");
+            "else hier with hd between its 4 groups in chunks of 512 KiB (at most 256)");
+  // hd between a power of two of groups pipelines, at any share: chunks of
+  // 512 KiB (128 Ki floats) rounded down to a power of two, with no floor of
+  // 4 (one wave).
+  EXPECT_EQ(label(32, (256 << 10) - 1, 8), "hier/hd");
+  EXPECT_EQ(label(32, 256 << 10, 8), "hier/hd:2");
+  EXPECT_EQ(label(32, (512 << 10) - 1, 8), "hier/hd:2");
+  EXPECT_EQ(label(32, 512 << 10, 8), "hier/hd:4");
+  EXPECT_EQ(label(32, 16 << 20, 8), "hier/hd:128");  // 64 MiB, a group's share 16 MiB
+  // 24 ranks in 6 groups of 4 (not a power of two): hd, unchunked, while a
+  // group's share is below 512 KiB (3 MiB, 768 Ki floats), then the ring in
+  // 3 MiB / 512 KiB = 6 chunks rounded down to 4.
+  const Selection six = chosen(CollectiveKind::kAllReduce, 24, (768 << 10) - 1, 4);
+  EXPECT_EQ(candidate_label(six.config), "hier/hd");
+  EXPECT_NE(six.reason.find("else hier with hd between its 6 groups while a group's share is "
+                            "below 512 KiB, past it with the ring in chunks of 512 KiB (at most "
+                            "256; at least 4 while they stay 64 KiB or more)"),
+            std::string::npos)
+      << six.reason;
+  EXPECT_EQ(label(24, 768 << 10, 4), "hier:4");
   // Two groups: the ring between them at any size past hd's, in chunks of
   // 512 KiB rounded down to a power of two, 4 to 256.
   const Selection two = chosen(CollectiveKind::kAllReduce, 32, 1 << 20, 16);

@@ -92,10 +92,13 @@ Algorithm choose_algorithm(const CollectiveShape& shape, std::size_t elem_bytes)
 // most kGroupedDirectTrafficLimit (its traffic between the groups is twice
 // hier's), from 8 ranks hd while a rank's block is at most
 // kGroupedHdBlockLimit. All-reduce's hier runs hd between
-// kGroupedHdInnerFrom groups or more while a group's share (bytes / groups)
-// is below kGroupedRingShareFrom, else the ring; with the ring, and
-// config.chunks left at 1, it runs in hier_pipeline_chunks(bytes, bytes)
-// chunks (a pipeline); reduce-scatter's and all-gather's hier in
+// kGroupedHdInnerFrom groups or more where they are a power of two, or
+// otherwise while a group's share (bytes / groups) is below
+// kGroupedRingShareFrom, else the ring. Where that is a pipeline
+// (hier_all_reduce_pipelines), and config.chunks is left at 1, it runs in
+// hier_pipeline_chunks(bytes, bytes) chunks, with hd
+// hier_pipeline_chunks(bytes, bytes, kHierHdMinChunkBytes); reduce-scatter's and all-gather's hier
+// in
 // hier_pipeline_chunks(ranks x bytes, bytes), by their whole buffer and a
 // rank's block. Chunks above 1 are the caller's and kept. Without such
 // groups, and for broadcast, choose_algorithm(). Returns `config` with algo
@@ -108,6 +111,10 @@ bool has_groups(const CollectiveShape& shape, const AlgoConfig& config);
 // What the grouped rule's hier all-reduce of `bytes` runs between `groups`
 // groups.
 Algorithm inner_between_groups(int groups, std::uint64_t bytes);
+// Whether hier all-reduce in chunks with `inner` between `groups` groups is
+// one pipeline (the ring, or hd between a power of two of groups), rather
+// than phases each in chunks.
+bool hier_all_reduce_pipelines(Algorithm inner, int groups);
 // The grouped rule's chunk count for hier in chunks (a pipeline) on a buffer
 // of `bytes` of which a rank owns `block` (all-reduce: the whole buffer;
 // reduce-scatter, all-gather: its block): bytes / kHierChunkBytes, but at
@@ -116,12 +123,18 @@ Algorithm inner_between_groups(int groups, std::uint64_t bytes);
 // rounded down to a power of two, 1 to kHierMaxChunks. (Over gloo on two
 // emulated hosts all-reduce in 4 chunks of 16 KiB took 1.7-1.9x the
 // unchunked hier's time, in 4 of 64 KiB 0.72-0.96x; reduce-scatter and
-// all-gather of 64 KiB blocks in 4 chunks 1.2-1.3x.)
+// all-gather of 64 KiB blocks in 4 chunks 1.2-1.3x.) With hd between the
+// groups there is no such floor (kHierHdMinChunkBytes is a whole chunk): over
+// gloo on 4 emulated hosts of 2 ranks, hier/hd in 4 chunks took 1.13-1.5x
+// the unchunked hier/hd's time at 256 KiB and 1 MiB, in 2 chunks at 1 MiB
+// 1.01-1.03x (the simulator's grid lost 1.074x -> 1.087x by it).
 inline constexpr std::uint64_t kHierChunkBytes = 512u << 10;
 inline constexpr std::uint64_t kHierMinChunkBytes = 64u << 10;
+inline constexpr std::uint64_t kHierHdMinChunkBytes = kHierChunkBytes;
 inline constexpr int kHierMinChunks = 4;
 inline constexpr int kHierMaxChunks = 256;
-int hier_pipeline_chunks(std::uint64_t bytes, std::uint64_t block);
+int hier_pipeline_chunks(std::uint64_t bytes, std::uint64_t block,
+                         std::uint64_t min_chunk = kHierMinChunkBytes);
 AlgoConfig choose_config(const CollectiveShape& shape, std::size_t elem_bytes, AlgoConfig config);
 
 // Validates the pair and builds the schedule; throws InvalidArgument naming the
