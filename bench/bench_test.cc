@@ -107,9 +107,9 @@ TEST(Resolve, RejectsBadValuesNamingTheFlag) {
   expect_invalid(with([](auto& f) { f.inner = "tree,ring,tree"; }),
                  "--inner: 'tree' is given twice");
   expect_invalid(with([](auto& f) { f.inner = "ring,"; }), "--inner: '' is not an inner");
-  expect_invalid(with([](auto& f) { f.coll = "allgather", f.inner = "ring,hd"; }),
-                 "--inner: only allreduce's hier has an inner algorithm (--coll allgather runs "
-                 "rings in both phases; allowed: ring)");
+  expect_invalid(with([](auto& f) { f.coll = "allgather", f.inner = "ring,tree"; }),
+                 "--inner: the hier of --coll allgather runs rings inside its groups and the ring "
+                 "or hd between them (allowed: ring, hd)");
   expect_invalid(with([](auto& f) { f.ranks = 4, f.group_size = 3; }),
                  "--group-size: 3 does not divide --ranks 4 (allowed: 1, 2, 4");
 }

@@ -1,5 +1,6 @@
 #include "cclab/collectives/checker.h"
 
+#include <bit>
 #include <functional>
 
 #include <gtest/gtest.h>
@@ -81,8 +82,12 @@ TEST(Checker, HierarchicalReduceScatterAndAllGatherWithEveryGroupSize) {
       for (int g = 1; g <= n; ++g) {
         if (n % g) continue;
         for (std::uint64_t count : {0, 1, 7, 37})
-          for (int chunks : {1, 3})
+          for (int chunks : {1, 3}) {
             expect_proved({kind, n, count}, {Algorithm::kHierarchical, chunks, g});
+            if (std::has_single_bit(static_cast<unsigned>(n / g)))  // hd between the groups
+              expect_proved({kind, n, count},
+                            {Algorithm::kHierarchical, chunks, g, Algorithm::kHalvingDoubling});
+          }
       }
 }
 

@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "blocks.h"
+#include "cclab/collectives/algorithms.h"
 
 namespace cclab::coll::detail {
 Program ring_reduce_scatter(RingReduceScatter p) {
@@ -383,15 +384,21 @@ Program phased_hier_all_gather(int n, int me, std::uint64_t count, int chunks, i
 
 }  // namespace
 
-Program hier_reduce_scatter(int n, int me, std::uint64_t count, int chunks, int group_size) {
+Program hier_reduce_scatter(int n, int me, std::uint64_t count, int chunks, int group_size,
+                            int inner_algo) {
   const int g = group_size, groups = n / g;
+  if (static_cast<Algorithm>(inner_algo) == Algorithm::kHalvingDoubling && g > 1 && groups > 1)
+    return pipelined_hier_hd_reduce_scatter(n, me, count, chunks, g);
   if (chunks > 1 && g > 1 && groups > 1)
     return pipelined_hier_reduce_scatter(n, me, count, chunks, g);
   return phased_hier_reduce_scatter(n, me, count, chunks, g);
 }
 
-Program hier_all_gather(int n, int me, std::uint64_t count, int chunks, int group_size) {
+Program hier_all_gather(int n, int me, std::uint64_t count, int chunks, int group_size,
+                        int inner_algo) {
   const int g = group_size, groups = n / g;
+  if (static_cast<Algorithm>(inner_algo) == Algorithm::kHalvingDoubling && g > 1 && groups > 1)
+    return pipelined_hier_hd_all_gather(n, me, count, chunks, g);
   if (chunks > 1 && g > 1 && groups > 1) return pipelined_hier_all_gather(n, me, count, chunks, g);
   return phased_hier_all_gather(n, me, count, chunks, g);
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstdlib>
 #include <new>
 #include <set>
@@ -363,7 +364,8 @@ TEST(PipelinedHier, OrdersEveryConflictingAccessByDeps) {
                                        ? std::vector<std::uint64_t>{1000}
                                        : std::vector<std::uint64_t>{5, 37}) {
           for (auto inner : {Algorithm::kRing, Algorithm::kHalvingDoubling}) {
-            if (inner != Algorithm::kRing && kind != CollectiveKind::kAllReduce) continue;
+            const bool pow2 = std::has_single_bit(static_cast<unsigned>(n / g));
+            if (inner != Algorithm::kRing && kind != CollectiveKind::kAllReduce && !pow2) continue;
             const auto sched =
                 make_schedule({kind, n, count}, {Algorithm::kHierarchical, chunks, g, inner});
             for (int me = 0; me < n; ++me)
@@ -418,8 +420,14 @@ TEST(MakeSchedule, RejectsBadArgumentsNamingTheField) {
               make_schedule({CollectiveKind::kReduceScatter, 4, 10},
                             {Algorithm::kHierarchical, 1, 2, Algorithm::kTree});
             }),
-            "inner: 'tree' is not allowed for reducescatter (allowed: ring; hier's reducescatter "
-            "runs rings in both phases)");
+            "inner: 'tree' is not allowed for reducescatter (allowed: ring, hd; hier's "
+            "reducescatter runs rings inside its groups)");
+  EXPECT_EQ(msg([] {
+              make_schedule({CollectiveKind::kAllGather, 12, 10},
+                            {Algorithm::kHierarchical, 1, 4, Algorithm::kHalvingDoubling});
+            }),
+            "inner: hd between the groups of allgather's hier needs a power-of-two number of "
+            "groups, got 3 (groups of 4; allowed here: ring)");
   EXPECT_NE(msg([] { parse_algorithm("rign"); }).find("rign"), std::string::npos);
   EXPECT_NE(msg([] { parse_dtype("f8"); }).find("allowed"), std::string::npos);
 }

@@ -97,13 +97,17 @@ std::string grouped_hier_rule(const CollectiveShape& shape, const AlgoConfig& re
                        bytes_label(kHierChunkBytes), of, kHierMaxChunks, kHierMinChunks, floor,
                        bytes_label(min_chunk));
   };
-  if (shape.kind != CollectiveKind::kAllReduce)
-    return "hier in " + chunks(" of the whole buffer", "a rank's block splits into pieces of");
   const int groups = shape.ranks / requested.group_size;
+  const bool hd_pipelines = groups >= kGroupedHdInnerFrom &&
+                            hier_all_reduce_pipelines(Algorithm::kHalvingDoubling, groups);
+  if (shape.kind != CollectiveKind::kAllReduce)
+    return fmt::format("hier{} in {}",
+                       hd_pipelines ? fmt::format(" with hd between its {} groups", groups) : "",
+                       chunks(" of the whole buffer", "a rank's block splits into pieces of"));
   const std::string in = chunks("", "they stay");
   if (groups < kGroupedHdInnerFrom)
     return fmt::format("hier with the ring between its {} groups in {}", groups, in);
-  if (hier_all_reduce_pipelines(Algorithm::kHalvingDoubling, groups))
+  if (hd_pipelines)
     return fmt::format("hier with hd between its {} groups in {}", groups,
                        chunks("", "they stay", kHierHdMinChunkBytes));
   return fmt::format(

@@ -540,15 +540,20 @@ TEST(Selector, BuiltInRuleUsesTheGroupsItIsGiven) {
   EXPECT_EQ(chosen(CollectiveKind::kReduceScatter, 32, 256, 8).config.algo,
             Algorithm::kHalvingDoubling);
   EXPECT_EQ(chosen(CollectiveKind::kAllGather, 32, 257, 8).config.algo, Algorithm::kHierarchical);
-  // Their chunks count the whole buffer: 4 MiB a rank, 128 MiB in all.
+  // Their chunks count the whole buffer: 4 MiB a rank, 128 MiB in all; hd
+  // between 4 groups (a power of two), the ring between 2 or 3 (or 6).
   const Selection rs = chosen(CollectiveKind::kReduceScatter, 32, 1 << 20, 8);
-  EXPECT_EQ(candidate_label(rs.config), "hier:256");
-  EXPECT_NE(rs.reason.find("else hier in chunks of 512 KiB of the whole buffer (at most 256; at "
-                           "least 4 while a rank's block splits into pieces of 64 KiB or more)"),
+  EXPECT_EQ(candidate_label(rs.config), "hier/hd:256");
+  EXPECT_EQ(candidate_label(chosen(CollectiveKind::kReduceScatter, 32, 1 << 20, 16).config),
+            "hier:256");
+  EXPECT_EQ(candidate_label(chosen(CollectiveKind::kAllGather, 24, 1 << 20, 4).config), "hier:128");
+  EXPECT_NE(rs.reason.find("else hier with hd between its 4 groups in chunks of 512 KiB of the "
+                           "whole buffer (at most 256; at least 4 while a rank's block splits "
+                           "into pieces of 64 KiB or more)"),
             std::string::npos)
       << rs.reason;
   EXPECT_EQ(candidate_label(chosen(CollectiveKind::kAllGather, 32, 64 << 10, 8).config),
-            "hier:16");  // 256 KiB a rank, 8 MiB in all
+            "hier/hd:16");  // 256 KiB a rank, 8 MiB in all
   // At 4 ranks 1 MiB in all is 2 chunks' worth, but blocks of 256 KiB make 4
   // pieces of 64 KiB; 256 KiB in all, blocks of 64 KiB: one piece.
   EXPECT_EQ(candidate_label(chosen(CollectiveKind::kAllGather, 4, 64 << 10, 2).config), "hier:4");

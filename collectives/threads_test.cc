@@ -165,24 +165,28 @@ TEST(Threads, PipelinedHierReduceScattersAndAllGathersExactly) {
   const std::size_t count = 337;
   ThreadsWorld world(n);
   world.run([&](Communicator& c) {
-    for (int g : {2, 4})
-      for (int chunks : {4, 9, 16}) {
-        const AlgoConfig config{Algorithm::kHierarchical, chunks, g, Algorithm::kRing};
-        const std::string what = fmt::format("g {} chunks {} rank {}", g, chunks, c.rank());
-        // Reduce-scatter: rank r's element i of block b is r + b + i.
-        std::vector<double> in(n * count), block(count, -1.0);
-        for (std::size_t i = 0; i < in.size(); ++i) in[i] = c.rank() + static_cast<double>(i);
-        c.reduce_scatter(in.data(), block.data(), count, DataType::kF64, ReduceOp::kSum, config);
-        for (std::size_t i = 0; i < count; ++i)
-          ASSERT_EQ(block[i], n * (n - 1) / 2.0 + n * static_cast<double>(c.rank() * count + i))
-              << "reduce-scatter " << what << " element " << i;
-        // All-gather: rank r contributes r * count + i at element i.
-        std::vector<double> mine(count), all(n * count, -1.0);
-        for (std::size_t i = 0; i < count; ++i) mine[i] = static_cast<double>(c.rank() * count + i);
-        c.all_gather(mine.data(), all.data(), count, DataType::kF64, config);
-        for (std::size_t i = 0; i < all.size(); ++i)
-          ASSERT_EQ(all[i], static_cast<double>(i)) << "all-gather " << what << " element " << i;
-      }
+    for (auto inner : {Algorithm::kRing, Algorithm::kHalvingDoubling})
+      for (int g : {2, 4})
+        for (int chunks : {1, 4, 9, 16}) {
+          if (inner == Algorithm::kRing && chunks == 1) continue;  // the phased form
+          const AlgoConfig config{Algorithm::kHierarchical, chunks, g, inner};
+          const std::string what = fmt::format("{} between groups, g {} chunks {} rank {}",
+                                               algorithm_name(inner), g, chunks, c.rank());
+          // Reduce-scatter: rank r's element i of block b is r + b + i.
+          std::vector<double> in(n * count), block(count, -1.0);
+          for (std::size_t i = 0; i < in.size(); ++i) in[i] = c.rank() + static_cast<double>(i);
+          c.reduce_scatter(in.data(), block.data(), count, DataType::kF64, ReduceOp::kSum, config);
+          for (std::size_t i = 0; i < count; ++i)
+            ASSERT_EQ(block[i], n * (n - 1) / 2.0 + n * static_cast<double>(c.rank() * count + i))
+                << "reduce-scatter " << what << " element " << i;
+          // All-gather: rank r contributes r * count + i at element i.
+          std::vector<double> mine(count), all(n * count, -1.0);
+          for (std::size_t i = 0; i < count; ++i)
+            mine[i] = static_cast<double>(c.rank() * count + i);
+          c.all_gather(mine.data(), all.data(), count, DataType::kF64, config);
+          for (std::size_t i = 0; i < all.size(); ++i)
+            ASSERT_EQ(all[i], static_cast<double>(i)) << "all-gather " << what << " element " << i;
+        }
   });
 }
 

@@ -368,8 +368,9 @@ void add_sim_command(CLI::App& app) {
   cmd->add_option("--group-size", flags->group_size,
                   "hier, rings: ranks per group (default: the topology's, e.g. gpus per node)");
   cmd->add_option("--inner", flags->inner,
-                  "hier all-reduce: the algorithm between groups, ring (default), tree, hd or "
-                  "direct; a comma list (or all) runs hier with each, e.g. ring,hd with --tune");
+                  "hier: the algorithm between groups, ring (default), tree, hd or direct "
+                  "(reduce-scatter and all-gather: ring, or hd with a power-of-two number of "
+                  "groups); a comma list (or all) runs hier with each, e.g. ring,hd with --tune");
   cmd->add_option("--json", flags->json_path, "Write the rows as JSON to this file");
   cmd->add_option("--trace", flags->trace_path,
                   "Write a Chrome/Perfetto trace of the last row (largest size, last algorithm)");

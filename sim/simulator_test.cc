@@ -815,6 +815,34 @@ TEST(Simulator, HierReduceScatterAndAllGatherInChunksOverlapTheirRings) {
   }
 }
 
+// Between many nodes hier's reduce-scatter and all-gather pay the ring's G-1
+// NIC latencies in a row; with hd between the groups they pay log2(G) and
+// move the same bytes. nodes:nodes=16,gpus=8 (G = 16), 1 MiB in all: the hd
+// form, unchunked and in 4 chunks, takes under half the ring form's time,
+// and every GPU's NIC carries (G-1) blocks of S/n in both.
+TEST(Simulator, HierReduceScatterAndAllGatherWithHdBetweenNodesPayFewerLatencies) {
+  const Topology t = generate_topology("nodes:nodes=16,gpus=8");
+  const int n = 128, g = 8, groups = 16;
+  const std::uint64_t count = (1u << 20) / 4 / n;  // a rank's block
+  for (auto kind : {CollectiveKind::kReduceScatter, CollectiveKind::kAllGather})
+    for (int chunks : {1, 4}) {
+      SCOPED_TRACE(fmt::format("{} chunks {}", coll::collective_name(kind), chunks));
+      const auto hier = [&](Algorithm inner) {
+        return simulate(
+            t,
+            *coll::make_schedule({kind, n, count, 0}, {Algorithm::kHierarchical, chunks, g, inner}),
+            {4, nullptr});
+      };
+      const SimResult ring = hier(Algorithm::kRing), hd = hier(Algorithm::kHalvingDoubling);
+      EXPECT_LT(time_to_us(hd.total), 0.5 * time_to_us(ring.total))
+          << "hd " << time_to_us(hd.total) << " us, ring " << time_to_us(ring.total);
+      const auto nics = bytes_between(t, hd, ".gpu", ".nic");
+      ASSERT_EQ(nics.size(), std::size_t(n));
+      for (double b : nics) EXPECT_LT(rel_err(b, (groups - 1) * 4.0 * count), 1e-9);
+      EXPECT_EQ(bytes_between(t, ring, ".gpu", ".nic"), nics);
+    }
+}
+
 TEST(Simulator, LinkBytesAndBottleneck) {
   // Ring of 4 on a switch, S = 16000 B: each rank's uplink carries 2(n-1)
   // messages of S/n bytes = 6 * 4000 = 24000 B, and so does each downlink.
