@@ -91,61 +91,86 @@ struct Hop {
   int after = 0, chain = 0, also = -1, mark = -1;
 };
 
+// Group v's bits reversed, of log2(groups) bits (an involution): the virtual
+// rank of a group where hd pairs the nearest groups first, and the group of
+// a virtual rank.
+int bits_reversed(int v, int groups) {
+  int out = 0;
+  for (int bit = 1; bit < groups; bit *= 2) out = out * 2 + ((v & bit) != 0 ? 1 : 0);
+  return out;
+}
+
+// What hier all-reduce's pipelines share, for rank `me` = group * g + l and
+// chunk k: the chunk's g shards, and the ring reduce-scatter and all-gather
+// of them inside the group (local rank l ends the first with shard l summed
+// over the group, in the output, and starts the second from it).
+struct ShardRings {
+  int g, groups, group, l;
+  Partition chunks;
+
+  Region shard(BufferId b, int j, int k) const {
+    const Partition shards{chunks.size(k), std::uint64_t(g)};
+    return {b, chunks.offset(k) + shards.offset(mod(j, g)), shards.size(mod(j, g))};
+  }
+  // Step 0 sends the rank's input, later steps forward partial sums.
+  Hop reduce_scatter_in_group(int k, int h) const {
+    const RankMap in_group{group * g, 1};
+    const auto in = BufferId::kInput, out = BufferId::kOutput;
+    return {.phase = "reduce-scatter in group",
+            .right = in_group(mod(l + 1, g)),
+            .left = in_group(mod(l - 1, g)),
+            .send = shard(h == 0 ? in : out, l - 1 - h, k),
+            .recv = shard(out, l - 2 - h, k),
+            .reduce = true,
+            .own = shard(in, l - 2 - h, k)};
+  }
+  Hop all_gather_in_group(int k, int h) const {
+    const RankMap in_group{group * g, 1};
+    return {.phase = "all-gather in group",
+            .right = in_group(mod(l + 1, g)),
+            .left = in_group(mod(l - 1, g)),
+            .send = shard(BufferId::kOutput, l - h, k),
+            .recv = shard(BufferId::kOutput, l - 1 - h, k)};
+  }
+};
+
 // The 2(g-1) + 2(G-1) hops of each chunk for rank `me` = group * g + l:
 // first a ring reduce-scatter of the chunk inside the group (local rank l
 // ends with shard l summed over the group), then a ring reduce-scatter and a
 // ring all-gather of shard l between the groups along rail l (in place, on
 // the shard's G blocks), then a ring all-gather of the shards inside the group.
-struct PipelinedHier {
-  int g, groups, group, l;
-  Partition chunks;
+struct PipelinedHier : ShardRings {
   int hops() const { return 2 * (g - 1) + 2 * (groups - 1); }
   int ways(int) const { return 1; }
   int chains() const { return 1; }  // a chunk's receives in order
   bool newest_first() const { return false; }
 
   Hop hop(int k, int h, int) const {
+    if (h < g - 1) return reduce_scatter_in_group(k, h);
+    h -= g - 1;
+    if (h >= 2 * (groups - 1)) return all_gather_in_group(k, h - 2 * (groups - 1));
     const Partition shards{chunks.size(k), std::uint64_t(g)};
-    const auto shard = [&](BufferId b, int j) {
-      return Region{b, chunks.offset(k) + shards.offset(mod(j, g)), shards.size(mod(j, g))};
-    };
     const Partition blocks{shards.size(l), std::uint64_t(groups)};
     const auto block = [&](int j) {
       const std::uint64_t at = chunks.offset(k) + shards.offset(l) + blocks.offset(mod(j, groups));
       return Region{BufferId::kOutput, at, blocks.size(mod(j, groups))};
     };
-    const RankMap in_group{group * g, 1}, across{l, g};  // as the phased hier's
-    const int in_right = in_group(mod(l + 1, g)), in_left = in_group(mod(l - 1, g));
-    const int x_right = across(mod(group + 1, groups)), x_left = across(mod(group - 1, groups));
-    const auto in = BufferId::kInput, out = BufferId::kOutput;
-    if (h < g - 1)  // step 0 sends the rank's input, later steps forward partial sums
-      return {.phase = "reduce-scatter in group",
-              .right = in_right,
-              .left = in_left,
-              .send = shard(h == 0 ? in : out, l - 1 - h),
-              .recv = shard(out, l - 2 - h),
-              .reduce = true,
-              .own = shard(in, l - 2 - h)};
-    if ((h -= g - 1) < groups - 1)
+    const RankMap across{l, g};  // as the phased hier's
+    const int right = across(mod(group + 1, groups)), left = across(mod(group - 1, groups));
+    if (h < groups - 1)
       return {.phase = "reduce-scatter between groups",
-              .right = x_right,
-              .left = x_left,
+              .right = right,
+              .left = left,
               .send = block(group - 1 - h),
               .recv = block(group - 2 - h),
               .reduce = true,
               .own = block(group - 2 - h)};
-    if ((h -= groups - 1) < groups - 1)
-      return {.phase = "all-gather between groups",
-              .right = x_right,
-              .left = x_left,
-              .send = block(group - h),
-              .recv = block(group - 1 - h)};
     h -= groups - 1;
-    return {.phase = "all-gather in group",
-            .right = in_right,
-            .left = in_left,
-            .send = shard(out, l - h),
-            .recv = shard(out, l - 1 - h)};
+    return {.phase = "all-gather between groups",
+            .right = right,
+            .left = left,
+            .send = block(group - h),
+            .recv = block(group - 1 - h)};
   }
 };
 
@@ -157,78 +182,49 @@ struct PipelinedHier {
 // takes 2(G-1). The halving pairs the nearest groups first, as hd's
 // all-reduce does (virtual ranks with their bits reversed), so on a tree of
 // switches the largest exchange stays under one.
-struct PipelinedHierHd {
-  int g, groups, group, l;
-  Partition chunks;
+struct PipelinedHierHd : ShardRings {
   int steps() const { return std::countr_zero(static_cast<unsigned>(groups)); }
   int hops() const { return 2 * (g - 1) + 2 * steps(); }
   int ways(int) const { return 1; }
   int chains() const { return 1; }
   bool newest_first() const { return false; }
-
-  // Group v's bits reversed (an involution): the virtual rank of a group and
-  // the group of a virtual rank.
-  int reversed(int v) const {
-    int out = 0;
-    for (int bit = 1; bit < groups; bit *= 2) out = out * 2 + ((v & bit) != 0 ? 1 : 0);
-    return out;
-  }
+  int reversed(int v) const { return bits_reversed(v, groups); }
 
   Hop hop(int k, int h, int) const {
+    if (h < g - 1) return reduce_scatter_in_group(k, h);
+    h -= g - 1;
+    if (h >= 2 * steps()) return all_gather_in_group(k, h - 2 * steps());
     const Partition shards{chunks.size(k), std::uint64_t(g)};
-    const auto shard = [&](BufferId b, int j) {
-      return Region{b, chunks.offset(k) + shards.offset(mod(j, g)), shards.size(mod(j, g))};
-    };
     const Partition blocks{shards.size(l), std::uint64_t(groups)};
     const auto range = [&](int lo, int hi) {  // virtual ranks [lo, hi)'s blocks of the shard
       const std::uint64_t at = chunks.offset(k) + shards.offset(l);
       return Region{BufferId::kOutput, at + blocks.offset(lo),
                     blocks.offset(hi) - blocks.offset(lo)};
     };
-    const RankMap in_group{group * g, 1}, across{l, g};
-    const int in_right = in_group(mod(l + 1, g)), in_left = in_group(mod(l - 1, g));
-    const auto in = BufferId::kInput, out = BufferId::kOutput;
-    if (h < g - 1)
-      return {.phase = "reduce-scatter in group",
-              .right = in_right,
-              .left = in_left,
-              .send = shard(h == 0 ? in : out, l - 1 - h),
-              .recv = shard(out, l - 2 - h),
-              .reduce = true,
-              .own = shard(in, l - 2 - h)};
-    h -= g - 1;
+    const RankMap across{l, g};
     const int v = reversed(group), log = steps();
-    if (h < 2 * log) {
-      const bool halving = h < log;
-      const int m = halving ? groups >> (h + 1) : 1 << (h - log);  // the step's mask
-      const int peer = across(reversed(v ^ m));
-      // Halving: v holds the blocks of the virtual ranks agreeing with it
-      // above bit m (twice m of them), keeps its half and sends the other.
-      // Doubling: it holds the m agreeing above bit m-1 and swaps them for
-      // its partner's m.
-      const int span = halving ? 2 * m : m, lo = v / span * span, mid = lo + span / 2;
-      const bool upper = (v & m) != 0;
-      if (halving)
-        return {.phase = "hd-halving between groups",
-                .right = peer,
-                .left = peer,
-                .send = upper ? range(lo, mid) : range(mid, lo + span),
-                .recv = upper ? range(mid, lo + span) : range(lo, mid),
-                .reduce = true,
-                .own = upper ? range(mid, lo + span) : range(lo, mid)};
-      const int plo = upper ? lo - m : lo + m;
-      return {.phase = "hd-doubling between groups",
+    const bool halving = h < log;
+    const int m = halving ? groups >> (h + 1) : 1 << (h - log);  // the step's mask
+    const int peer = across(reversed(v ^ m));
+    // Halving: v holds the blocks of the virtual ranks agreeing with it above
+    // bit m (twice m of them), keeps its half and sends the other. Doubling:
+    // it holds the m agreeing above bit m-1 and swaps them for its partner's m.
+    const int span = halving ? 2 * m : m, lo = v / span * span, mid = lo + span / 2;
+    const bool upper = (v & m) != 0;
+    if (halving)
+      return {.phase = "hd-halving between groups",
               .right = peer,
               .left = peer,
-              .send = range(lo, lo + m),
-              .recv = range(plo, plo + m)};
-    }
-    h -= 2 * log;
-    return {.phase = "all-gather in group",
-            .right = in_right,
-            .left = in_left,
-            .send = shard(out, l - h),
-            .recv = shard(out, l - 1 - h)};
+              .send = upper ? range(lo, mid) : range(mid, lo + span),
+              .recv = upper ? range(mid, lo + span) : range(lo, mid),
+              .reduce = true,
+              .own = upper ? range(mid, lo + span) : range(lo, mid)};
+    const int plo = upper ? lo - m : lo + m;
+    return {.phase = "hd-doubling between groups",
+            .right = peer,
+            .left = peer,
+            .send = range(lo, lo + m),
+            .recv = range(plo, plo + m)};
   }
 };
 
@@ -243,16 +239,59 @@ struct PipelinedHierHd {
 // there, waves of 8 took up to 1.19x at 512 MiB.
 constexpr int kWaveChunks = 4;
 
+// What hier's reduce-scatter and all-gather pipelines share, for rank `me`
+// = group * g + l and chunk k of each of the n blocks of `count`: the pieces,
+// the G rings inside the group side by side (way j over group j's g blocks,
+// a chain each), and, between a power of two of groups, the groups' virtual
+// ranks (bits reversed, nearest first, as PipelinedHierHd's).
+struct RailBlocks {
+  int g, groups, group, l;
+  std::uint64_t count;
+  Partition chunks;
+
+  Region piece(BufferId b, int block, int k) const {
+    return {b, std::uint64_t(block) * count + chunks.offset(k), chunks.size(k)};
+  }
+  Region output(int k) const { return {BufferId::kOutput, chunks.offset(k), chunks.size(k)}; }
+  int rail_rank(int other_group) const { return other_group * g + l; }
+  int steps() const { return std::countr_zero(static_cast<unsigned>(groups)); }
+  int reversed(int v) const { return bits_reversed(v, groups); }
+  // Hop h of way j's ring reduce-scatter: step 0 sends the rank's input,
+  // later steps partial sums (in scratch); local rank l ends with block
+  // j g + l summed over the group.
+  Hop reduce_scatter_in_group(int k, int h, int j) const {
+    const RankMap in_group{group * g, 1};
+    const int sent = j * g + mod(l - 1 - h, g), got = j * g + mod(l - 2 - h, g);
+    return {.phase = "reduce-scatter in group",
+            .right = in_group(mod(l + 1, g)),
+            .left = in_group(mod(l - 1, g)),
+            .send = piece(h == 0 ? BufferId::kInput : BufferId::kScratch, sent, k),
+            .recv = piece(BufferId::kScratch, got, k),
+            .reduce = true,
+            .own = piece(BufferId::kInput, got, k),
+            .after = j,
+            .chain = j};
+  }
+  // Hop h of way j's ring all-gather in the output, from block j g + l.
+  Hop all_gather_in_group(int k, int h, int j) const {
+    const RankMap in_group{group * g, 1};
+    return {.phase = "all-gather in group",
+            .right = in_group(mod(l + 1, g)),
+            .left = in_group(mod(l - 1, g)),
+            .send = piece(BufferId::kOutput, j * g + mod(l - h, g), k),
+            .recv = piece(BufferId::kOutput, j * g + mod(l - 1 - h, g), k),
+            .after = j,
+            .chain = j};
+  }
+};
+
 // hier reduce-scatter's two rings for chunk k of every block, for rank `me`
 // = group * g + l (input: n blocks of `count`, block r for rank r): first,
 // hop by hop, G ring reduce-scatters inside the group, one per group j over
 // its g blocks [j g, j g + g) (local rank l ends with block j g + l summed
 // over the group, in scratch), then a ring reduce-scatter between the groups
 // along rail l of the blocks j g + l, the last hop landing in the output.
-struct PipelinedHierReduceScatter {
-  int g, groups, group, l;
-  std::uint64_t count;
-  Partition chunks;
+struct PipelinedHierReduceScatter : RailBlocks {
   int hops() const { return (g - 1) + (groups - 1); }
   int ways(int h) const { return h < g - 1 ? groups : 1; }
   // One chain per ring inside the group (its blocks), then the ring between
@@ -262,34 +301,18 @@ struct PipelinedHierReduceScatter {
   bool newest_first() const { return false; }
 
   Hop hop(int k, int h, int j) const {
-    const auto piece = [&](BufferId b, int block) {
-      return Region{b, std::uint64_t(block) * count + chunks.offset(k), chunks.size(k)};
-    };
-    const RankMap in_group{group * g, 1}, across{l, g};
-    const auto in = BufferId::kInput, work = BufferId::kScratch;
-    if (h < g - 1) {  // step 0 sends the rank's input, later steps partial sums
-      const int sent = j * g + mod(l - 1 - h, g), got = j * g + mod(l - 2 - h, g);
-      return {.phase = "reduce-scatter in group",
-              .right = in_group(mod(l + 1, g)),
-              .left = in_group(mod(l - 1, g)),
-              .send = piece(h == 0 ? in : work, sent),
-              .recv = piece(work, got),
-              .reduce = true,
-              .own = piece(in, got),
-              .after = j,
-              .chain = j};
-    }
+    if (h < g - 1) return reduce_scatter_in_group(k, h, j);
+    const auto work = BufferId::kScratch;
     h -= g - 1;
     const auto rail = [&](int j) { return mod(j, groups) * g + l; };
     const bool last = h == groups - 2;
     return {.phase = "reduce-scatter between groups",
-            .right = across(mod(group + 1, groups)),
-            .left = across(mod(group - 1, groups)),
-            .send = piece(work, rail(group - 1 - h)),
-            .recv = last ? Region{BufferId::kOutput, chunks.offset(k), chunks.size(k)}
-                         : piece(work, rail(group - 2 - h)),
+            .right = rail_rank(mod(group + 1, groups)),
+            .left = rail_rank(mod(group - 1, groups)),
+            .send = piece(work, rail(group - 1 - h), k),
+            .recv = last ? output(k) : piece(work, rail(group - 2 - h), k),
             .reduce = true,
-            .own = piece(work, rail(group - 2 - h)),
+            .own = piece(work, rail(group - 2 - h), k),
             .after = h == 0 ? mod(group - 1, groups) : groups,
             .chain = groups,
             .also = mod(group - 2 - h, groups)};
@@ -305,36 +328,16 @@ struct PipelinedHierReduceScatter {
 // holds its own block, summed, which the last exchange adds into the output.
 // Virtual ranks are the groups with their bits reversed, so the first and
 // largest exchange is with the nearest group. Each block is its own chain.
-struct PipelinedHierHdReduceScatter {
-  int g, groups, group, l;
-  std::uint64_t count;
-  Partition chunks;
-  int steps() const { return std::countr_zero(static_cast<unsigned>(groups)); }
+struct PipelinedHierHdReduceScatter : RailBlocks {
   int hops() const { return (g - 1) + steps(); }
   // Halving step s (mask G >> (s + 1)) moves G >> (s + 1) blocks each way.
   int ways(int h) const { return h < g - 1 ? groups : groups >> (h - (g - 1) + 1); }
   int chains() const { return groups; }
   bool newest_first() const { return false; }
-  int reversed(int v) const { return PipelinedHierHd{g, groups, group, l, {}}.reversed(v); }
 
   Hop hop(int k, int h, int j) const {
-    const auto piece = [&](BufferId b, int block) {
-      return Region{b, std::uint64_t(block) * count + chunks.offset(k), chunks.size(k)};
-    };
-    const RankMap in_group{group * g, 1}, across{l, g};
-    const auto in = BufferId::kInput, work = BufferId::kScratch;
-    if (h < g - 1) {
-      const int sent = j * g + mod(l - 1 - h, g), got = j * g + mod(l - 2 - h, g);
-      return {.phase = "reduce-scatter in group",
-              .right = in_group(mod(l + 1, g)),
-              .left = in_group(mod(l - 1, g)),
-              .send = piece(h == 0 ? in : work, sent),
-              .recv = piece(work, got),
-              .reduce = true,
-              .own = piece(in, got),
-              .after = j,
-              .chain = j};
-    }
+    if (h < g - 1) return reduce_scatter_in_group(k, h, j);
+    const auto work = BufferId::kScratch;
     const int s = h - (g - 1), m = groups >> (s + 1), v = reversed(group);
     const int lo = v / (2 * m) * (2 * m);  // the range [lo, lo + 2m) the rank holds
     const bool upper = (v & m) != 0;
@@ -342,13 +345,12 @@ struct PipelinedHierHdReduceScatter {
     const int sent = reversed(drop + j), got = reversed(keep + j);  // groups of the j-th blocks
     const bool last = m == 1;
     return {.phase = "hd-halving between groups",
-            .right = across(reversed(v ^ m)),
-            .left = across(reversed(v ^ m)),
-            .send = piece(work, sent * g + l),
-            .recv = last ? Region{BufferId::kOutput, chunks.offset(k), chunks.size(k)}
-                         : piece(work, got * g + l),
+            .right = rail_rank(reversed(v ^ m)),
+            .left = rail_rank(reversed(v ^ m)),
+            .send = piece(work, sent * g + l, k),
+            .recv = last ? output(k) : piece(work, got * g + l, k),
             .reduce = true,
-            .own = piece(work, got * g + l),
+            .own = piece(work, got * g + l, k),
             .after = sent,
             .chain = got};
   }
@@ -358,10 +360,7 @@ struct PipelinedHierHdReduceScatter {
 // of `count`, the input copied to block `me` first): a ring all-gather
 // between the groups along rail l of the blocks j g + l, then, hop by hop, G
 // ring all-gathers inside the group, one per group j over its g blocks.
-struct PipelinedHierAllGather {
-  int g, groups, group, l;
-  std::uint64_t count;
-  Partition chunks;
+struct PipelinedHierAllGather : RailBlocks {
   int hops() const { return (groups - 1) + (g - 1); }
   int ways(int h) const { return h < groups - 1 ? 1 : groups; }
   // The ring between the groups, then one chain per ring inside the group,
@@ -374,30 +373,18 @@ struct PipelinedHierAllGather {
   bool newest_first() const { return true; }
 
   Hop hop(int k, int h, int j) const {
-    const auto piece = [&](int block) {
-      return Region{BufferId::kOutput, std::uint64_t(block) * count + chunks.offset(k),
-                    chunks.size(k)};
-    };
-    const RankMap in_group{group * g, 1}, across{l, g};
-    if (h < groups - 1) {
-      const auto rail = [&](int j) { return mod(j, groups) * g + l; };
-      return {.phase = "all-gather between groups",
-              .right = across(mod(group + 1, groups)),
-              .left = across(mod(group - 1, groups)),
-              .send = piece(rail(group - h)),
-              .recv = piece(rail(group - 1 - h)),
-              .after = groups,
-              .chain = groups,
-              .mark = mod(group - 1 - h, groups)};
-    }
-    h -= groups - 1;
-    return {.phase = "all-gather in group",
-            .right = in_group(mod(l + 1, g)),
-            .left = in_group(mod(l - 1, g)),
-            .send = piece(j * g + mod(l - h, g)),
-            .recv = piece(j * g + mod(l - 1 - h, g)),
-            .after = j,
-            .chain = j};
+    if (h >= groups - 1) return all_gather_in_group(k, h - (groups - 1), j);
+    const auto piece = [&](int block) { return RailBlocks::piece(BufferId::kOutput, block, k); };
+    const RankMap across{l, g};
+    const auto rail = [&](int j) { return mod(j, groups) * g + l; };
+    return {.phase = "all-gather between groups",
+            .right = across(mod(group + 1, groups)),
+            .left = across(mod(group - 1, groups)),
+            .send = piece(rail(group - h)),
+            .recv = piece(rail(group - 1 - h)),
+            .after = groups,
+            .chain = groups,
+            .mark = mod(group - 1 - h, groups)};
   }
 };
 
@@ -407,43 +394,26 @@ struct PipelinedHierAllGather {
 // the m rail blocks it holds and receives its partner's m), then, hop by hop,
 // the G ring all-gathers inside the group, each starting from the receive
 // that brought its group's block. Newest chunks first, as the ring's.
-struct PipelinedHierHdAllGather {
-  int g, groups, group, l;
-  std::uint64_t count;
-  Partition chunks;
-  int steps() const { return std::countr_zero(static_cast<unsigned>(groups)); }
+struct PipelinedHierHdAllGather : RailBlocks {
   int hops() const { return steps() + (g - 1); }
   int ways(int h) const { return h < steps() ? 1 << h : groups; }
   int chains() const { return groups; }
   bool newest_first() const { return true; }
-  int reversed(int v) const { return PipelinedHierHd{g, groups, group, l, {}}.reversed(v); }
 
   Hop hop(int k, int h, int j) const {
-    const auto piece = [&](int block) {
-      return Region{BufferId::kOutput, std::uint64_t(block) * count + chunks.offset(k),
-                    chunks.size(k)};
-    };
-    const RankMap in_group{group * g, 1}, across{l, g};
-    if (h < steps()) {
-      const int m = 1 << h, v = reversed(group), lo = v / m * m;
-      const int from = (v & m) != 0 ? lo - m : lo + m;  // the partner's range
-      const int sent = reversed(lo + j), got = reversed(from + j);
-      return {.phase = "hd-doubling between groups",
-              .right = across(reversed(v ^ m)),
-              .left = across(reversed(v ^ m)),
-              .send = piece(sent * g + l),
-              .recv = piece(got * g + l),
-              .after = sent,
-              .chain = got};
-    }
-    h -= steps();
-    return {.phase = "all-gather in group",
-            .right = in_group(mod(l + 1, g)),
-            .left = in_group(mod(l - 1, g)),
-            .send = piece(j * g + mod(l - h, g)),
-            .recv = piece(j * g + mod(l - 1 - h, g)),
-            .after = j,
-            .chain = j};
+    if (h >= steps()) return all_gather_in_group(k, h - steps(), j);
+    const auto piece = [&](int block) { return RailBlocks::piece(BufferId::kOutput, block, k); };
+    const RankMap across{l, g};
+    const int m = 1 << h, v = reversed(group), lo = v / m * m;
+    const int from = (v & m) != 0 ? lo - m : lo + m;  // the partner's range
+    const int sent = reversed(lo + j), got = reversed(from + j);
+    return {.phase = "hd-doubling between groups",
+            .right = across(reversed(v ^ m)),
+            .left = across(reversed(v ^ m)),
+            .send = piece(sent * g + l),
+            .recv = piece(got * g + l),
+            .after = sent,
+            .chain = got};
   }
 };
 
@@ -510,12 +480,12 @@ Program hier_pipeline(Pipe p, int chunks, Region copy_from = {}, Region copy_to 
 // exchanges in chunks.
 Program pipelined_hier_all_reduce(int n, int me, std::uint64_t count, int chunks, int g) {
   return hier_pipeline(
-      PipelinedHier{g, n / g, me / g, me % g, Partition{count, std::uint64_t(chunks)}}, chunks);
+      PipelinedHier{{g, n / g, me / g, me % g, Partition{count, std::uint64_t(chunks)}}}, chunks);
 }
 
 Program pipelined_hier_hd_all_reduce(int n, int me, std::uint64_t count, int chunks, int g) {
   return hier_pipeline(
-      PipelinedHierHd{g, n / g, me / g, me % g, Partition{count, std::uint64_t(chunks)}}, chunks);
+      PipelinedHierHd{{g, n / g, me / g, me % g, Partition{count, std::uint64_t(chunks)}}}, chunks);
 }
 
 }  // namespace
@@ -532,27 +502,28 @@ Program hier_all_reduce(int n, int me, std::uint64_t count, int chunks, int grou
 
 Program pipelined_hier_reduce_scatter(int n, int me, std::uint64_t count, int chunks, int g) {
   const Partition parts{count, std::uint64_t(chunks)};
-  return hier_pipeline(PipelinedHierReduceScatter{g, n / g, me / g, me % g, count, parts}, chunks);
+  return hier_pipeline(PipelinedHierReduceScatter{{g, n / g, me / g, me % g, count, parts}},
+                       chunks);
 }
 
 Program pipelined_hier_hd_reduce_scatter(int n, int me, std::uint64_t count, int chunks, int g) {
   const Partition parts{count, std::uint64_t(chunks)};
-  return hier_pipeline(PipelinedHierHdReduceScatter{g, n / g, me / g, me % g, count, parts},
+  return hier_pipeline(PipelinedHierHdReduceScatter{{g, n / g, me / g, me % g, count, parts}},
                        chunks);
 }
 
 Program pipelined_hier_hd_all_gather(int n, int me, std::uint64_t count, int chunks, int g) {
   const Partition parts{count, std::uint64_t(chunks)};
   const Region own{BufferId::kInput, 0, count};
-  return hier_pipeline(PipelinedHierHdAllGather{g, n / g, me / g, me % g, count, parts}, chunks,
+  return hier_pipeline(PipelinedHierHdAllGather{{g, n / g, me / g, me % g, count, parts}}, chunks,
                        own, Region{BufferId::kOutput, std::uint64_t(me) * count, count});
 }
 
 Program pipelined_hier_all_gather(int n, int me, std::uint64_t count, int chunks, int g) {
   const Partition parts{count, std::uint64_t(chunks)};
   const Region own{BufferId::kInput, 0, count};
-  return hier_pipeline(PipelinedHierAllGather{g, n / g, me / g, me % g, count, parts}, chunks, own,
-                       Region{BufferId::kOutput, std::uint64_t(me) * count, count});
+  return hier_pipeline(PipelinedHierAllGather{{g, n / g, me / g, me % g, count, parts}}, chunks,
+                       own, Region{BufferId::kOutput, std::uint64_t(me) * count, count});
 }
 
 }  // namespace cclab::coll::detail
