@@ -59,7 +59,7 @@ void print_header(std::ostream& out, const BenchConfig& c,
   if (c.coll == CollectiveKind::kBroadcast) out << fmt::format(", root {}", c.root);
   if (uses_hier(c))
     out << fmt::format(", group size {} (hier, rings), hier inner {}",
-                       c.group_size > 0 ? c.group_size : coll::default_group_size(c.ranks),
+                       coll::group_size_or_default(c.ranks, c.group_size),
                        coll::join_names(c.inners));
   out << '\n';
   if (!c.placement.empty()) out << "# " << c.placement << '\n';
@@ -318,7 +318,7 @@ void write_tuning_table(std::ostream& out, const BenchConfig& c,
                                cpu_model(), std::thread::hardware_concurrency());
   table.collective = c.coll;
   table.ranks = c.ranks;
-  table.group_size = c.group_size > 0 ? c.group_size : coll::default_group_size(c.ranks);
+  table.group_size = coll::group_size_or_default(c.ranks, c.group_size);
   std::ofstream file(c.tune_path);
   file << coll::tuning_table_json(table);
   file.close();

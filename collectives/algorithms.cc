@@ -66,8 +66,8 @@ void validate(const CollectiveShape& s, const AlgoConfig& c) {
                     algorithm_name(c.inner), collective_name(s.kind), collective_name(s.kind)));
   if (c.algo == Algorithm::kHierarchical && s.kind != CollectiveKind::kAllReduce &&
       c.inner == Algorithm::kHalvingDoubling) {
-    const int g = c.group_size > 0 ? c.group_size : default_group_size(s.ranks);
-    if (!std::has_single_bit(static_cast<unsigned>(s.ranks / g)))
+    const int g = group_size_or_default(s.ranks, c.group_size);
+    if (!hd_pipelines_between(s.ranks / g))
       throw InvalidArgument(fmt::format(
           "inner: hd between the groups of {}'s hier needs a power-of-two number of groups, got {} "
           "(groups of {}; allowed here: ring)",
@@ -99,7 +99,7 @@ std::unique_ptr<Schedule> all_reduce(const CollectiveShape& s, const AlgoConfig&
     default:
       break;
   }
-  const int g = c.group_size > 0 ? c.group_size : default_group_size(n);
+  const int g = group_size_or_default(n, c.group_size);
   if (c.algo == Algorithm::kRings)
     return std::make_unique<GeneratedSchedule>(
         s, fmt::format("rings(g={}{})", g, chunks > 1 ? fmt::format(",chunks={}", chunks) : ""), 0,
@@ -262,6 +262,12 @@ int default_group_size(int ranks) {
   return ranks;
 }
 
+int group_size_or_default(int ranks, int group_size) {
+  return group_size > 0 ? group_size : default_group_size(ranks);
+}
+
+bool hd_pipelines_between(int groups) { return std::has_single_bit(static_cast<unsigned>(groups)); }
+
 Algorithm choose_algorithm(const CollectiveShape& shape, std::size_t elem_bytes) {
   const std::uint64_t bytes = shape.count * elem_bytes;
   const int n = shape.ranks;
@@ -290,16 +296,20 @@ bool has_groups(const CollectiveShape& shape, const AlgoConfig& config) {
   return g > 1 && g < n && n % g == 0;
 }
 
+bool grouped_rule_pipelines_hd(int groups) {
+  return groups >= kGroupedHdInnerFrom && hd_pipelines_between(groups);
+}
+
 Algorithm inner_between_groups(int groups, std::uint64_t bytes) {
   if (groups < kGroupedHdInnerFrom) return Algorithm::kRing;
-  const bool pow2 = std::has_single_bit(static_cast<unsigned>(groups));
-  return pow2 || bytes / groups < kGroupedRingShareFrom ? Algorithm::kHalvingDoubling
-                                                        : Algorithm::kRing;
+  return grouped_rule_pipelines_hd(groups) || bytes / groups < kGroupedRingShareFrom
+             ? Algorithm::kHalvingDoubling
+             : Algorithm::kRing;
 }
 
 bool hier_all_reduce_pipelines(Algorithm inner, int groups) {
-  return inner == Algorithm::kRing || (inner == Algorithm::kHalvingDoubling &&
-                                       std::has_single_bit(static_cast<unsigned>(groups)));
+  return inner == Algorithm::kRing ||
+         (inner == Algorithm::kHalvingDoubling && hd_pipelines_between(groups));
 }
 
 int hier_pipeline_chunks(std::uint64_t bytes, std::uint64_t block, std::uint64_t min_chunk) {
@@ -336,8 +346,7 @@ AlgoConfig choose_config(const CollectiveShape& shape, std::size_t elem_bytes, A
     // Between 4 or more groups, a power of two, hd's log2(G) exchanges along
     // the rail replace the ring's G-1 (64 nodes of 8 GPUs, 1 MiB: 33 us
     // against 260).
-    const int groups = shape.ranks / config.group_size;
-    if (groups >= kGroupedHdInnerFrom && std::has_single_bit(static_cast<unsigned>(groups)))
+    if (grouped_rule_pipelines_hd(shape.ranks / config.group_size))
       config.inner = Algorithm::kHalvingDoubling;
     if (config.chunks == 1) config.chunks = hier_pipeline_chunks(bytes * shape.ranks, bytes);
     return config;
@@ -373,11 +382,12 @@ std::unique_ptr<Schedule> make_schedule(const CollectiveShape& shape, const Algo
   const int n = shape.ranks, chunks = c.chunks, root = shape.root;
   const auto count = shape.count;
   const std::string suffix = chunks > 1 ? fmt::format("(chunks={})", chunks) : "";
-  const int g = c.group_size > 0 ? c.group_size : default_group_size(n);
-  const bool hd_between = c.algo == Algorithm::kHierarchical && c.inner != Algorithm::kRing;
+  const int g = group_size_or_default(n, c.group_size);
+  const bool inner_named = c.algo == Algorithm::kHierarchical && c.inner != Algorithm::kRing;
   const std::string name =
       uses_groups(c.algo)
-          ? fmt::format("{}(g={}{}{})", algorithm_name(c.algo), g, hd_between ? ",inner=hd" : "",
+          ? fmt::format("{}(g={}{}{})", algorithm_name(c.algo), g,
+                        inner_named ? fmt::format(",inner={}", algorithm_name(c.inner)) : "",
                         chunks > 1 ? fmt::format(",chunks={}", chunks) : "")
           : std::string(algorithm_name(c.algo)) + suffix;
   const Algorithm a = c.algo;

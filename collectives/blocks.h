@@ -164,14 +164,13 @@ Program hier_reduce_scatter(int n, int me, std::uint64_t count, int chunks, int 
                             int inner_algo);  // scratch: n*count
 Program hier_all_gather(int n, int me, std::uint64_t count, int chunks, int group_size,
                         int inner_algo);
-// hier's reduce-scatter and all-gather in chunks > 1 between several groups
-// of several ranks (g = group size): one pipeline, as hier all-reduce's; with
-// hd between the groups one pipeline at any chunk count.
-Program pipelined_hier_reduce_scatter(int n, int me, std::uint64_t count, int chunks,
-                                      int g);  // scratch: n*count
-Program pipelined_hier_all_gather(int n, int me, std::uint64_t count, int chunks, int g);
-Program pipelined_hier_hd_reduce_scatter(int n, int me, std::uint64_t count, int chunks, int g);
-Program pipelined_hier_hd_all_gather(int n, int me, std::uint64_t count, int chunks, int g);
+// hier's reduce-scatter and all-gather between several groups of several
+// ranks (g = group size) as one pipeline, as hier all-reduce's: with the ring
+// between the groups (in chunks > 1), or with hd (`hd`, a power of two of
+// groups; any chunk count).
+Program pipelined_hier_reduce_scatter(int n, int me, std::uint64_t count, int chunks, int g,
+                                      bool hd);  // scratch: n*count
+Program pipelined_hier_all_gather(int n, int me, std::uint64_t count, int chunks, int g, bool hd);
 Program hd_all_gather(int n, int me, std::uint64_t count, int chunks);
 Program hd_broadcast(int n, int me, int root, std::uint64_t count, int chunks);
 Program chain_broadcast(int n, int me, int root, std::uint64_t count, int chunks);

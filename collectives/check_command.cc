@@ -1,6 +1,5 @@
 // `cclab check`: proves schedules with the symbolic checker from the command
 // line, e.g. `cclab check --coll allreduce --algo all --ranks 1-64 --count 1000`.
-#include <bit>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -105,10 +104,9 @@ int run_check(const CheckArgs& a) {
       for (Algorithm inner : inners) {
         // Reduce-scatter's and all-gather's hier runs hd between a power of
         // two of groups only (make_schedule refuses the others).
-        const int groups = n / (a.group_size > 0 ? a.group_size : default_group_size(n));
+        const int groups = n / group_size_or_default(n, a.group_size);
         if (algo == Algorithm::kHierarchical && inner == Algorithm::kHalvingDoubling &&
-            kind != CollectiveKind::kAllReduce &&
-            !std::has_single_bit(static_cast<unsigned>(groups))) {
+            kind != CollectiveKind::kAllReduce && !hd_pipelines_between(groups)) {
           fmt::print("{:<28} ranks {:>5} skipped: hd between {} groups (not a power of two)\n",
                      "hier/hd", n, groups);
           continue;

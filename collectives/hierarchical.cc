@@ -15,14 +15,14 @@
 // work at once, and the time tends to the busier one's rather than the sum
 // (2 nodes of 8 GPUs, 64 MiB, simulated: 262 us against 451 phased; 2
 // emulated hosts of 2 ranks at 1 Gbit/s, 16 MiB: 141 ms against 160-174).
-// So does hd between a power of two of groups (pipelined_hier_hd_all_reduce:
+// So does hd between a power of two of groups (PipelinedHierHd:
 // 64 nodes of 8 GPUs, 64 MiB, simulated: 449 us against 653 phased).
 // hier's reduce-scatter and all-gather are rings in both phases and live with
 // the other rings in ring.cc; in chunks they become pipelines of their two
 // rings, built here with the all-reduce's (pipelined_hier_reduce_scatter,
 // pipelined_hier_all_gather). Between a power of two of groups they may run
-// hd instead of the ring along each rail (pipelined_hier_hd_reduce_scatter,
-// pipelined_hier_hd_all_gather: log2(G) exchanges, not G-1 hops; 64 nodes of
+// hd instead of the ring along each rail (PipelinedHierHdReduceScatter,
+// PipelinedHierHdAllGather: log2(G) exchanges, not G-1 hops; 64 nodes of
 // 8 GPUs, 1 MiB, simulated: 33 us against 260).
 #include <algorithm>
 #include <bit>
@@ -253,6 +253,7 @@ struct RailBlocks {
     return {b, std::uint64_t(block) * count + chunks.offset(k), chunks.size(k)};
   }
   Region output(int k) const { return {BufferId::kOutput, chunks.offset(k), chunks.size(k)}; }
+  // Rail l's rank in group `other_group`, and the index of its block.
   int rail_rank(int other_group) const { return other_group * g + l; }
   int steps() const { return std::countr_zero(static_cast<unsigned>(groups)); }
   int reversed(int v) const { return bits_reversed(v, groups); }
@@ -304,11 +305,11 @@ struct PipelinedHierReduceScatter : RailBlocks {
     if (h < g - 1) return reduce_scatter_in_group(k, h, j);
     const auto work = BufferId::kScratch;
     h -= g - 1;
-    const auto rail = [&](int j) { return mod(j, groups) * g + l; };
+    const auto rail = [&](int j) { return rail_rank(mod(j, groups)); };  // its block, its rank
     const bool last = h == groups - 2;
     return {.phase = "reduce-scatter between groups",
-            .right = rail_rank(mod(group + 1, groups)),
-            .left = rail_rank(mod(group - 1, groups)),
+            .right = rail(group + 1),
+            .left = rail(group - 1),
             .send = piece(work, rail(group - 1 - h), k),
             .recv = last ? output(k) : piece(work, rail(group - 2 - h), k),
             .reduce = true,
@@ -347,10 +348,10 @@ struct PipelinedHierHdReduceScatter : RailBlocks {
     return {.phase = "hd-halving between groups",
             .right = rail_rank(reversed(v ^ m)),
             .left = rail_rank(reversed(v ^ m)),
-            .send = piece(work, sent * g + l, k),
-            .recv = last ? output(k) : piece(work, got * g + l, k),
+            .send = piece(work, rail_rank(sent), k),
+            .recv = last ? output(k) : piece(work, rail_rank(got), k),
             .reduce = true,
-            .own = piece(work, got * g + l, k),
+            .own = piece(work, rail_rank(got), k),
             .after = sent,
             .chain = got};
   }
@@ -375,11 +376,10 @@ struct PipelinedHierAllGather : RailBlocks {
   Hop hop(int k, int h, int j) const {
     if (h >= groups - 1) return all_gather_in_group(k, h - (groups - 1), j);
     const auto piece = [&](int block) { return RailBlocks::piece(BufferId::kOutput, block, k); };
-    const RankMap across{l, g};
-    const auto rail = [&](int j) { return mod(j, groups) * g + l; };
+    const auto rail = [&](int j) { return rail_rank(mod(j, groups)); };  // its block, its rank
     return {.phase = "all-gather between groups",
-            .right = across(mod(group + 1, groups)),
-            .left = across(mod(group - 1, groups)),
+            .right = rail(group + 1),
+            .left = rail(group - 1),
             .send = piece(rail(group - h)),
             .recv = piece(rail(group - 1 - h)),
             .after = groups,
@@ -403,15 +403,14 @@ struct PipelinedHierHdAllGather : RailBlocks {
   Hop hop(int k, int h, int j) const {
     if (h >= steps()) return all_gather_in_group(k, h - steps(), j);
     const auto piece = [&](int block) { return RailBlocks::piece(BufferId::kOutput, block, k); };
-    const RankMap across{l, g};
     const int m = 1 << h, v = reversed(group), lo = v / m * m;
     const int from = (v & m) != 0 ? lo - m : lo + m;  // the partner's range
     const int sent = reversed(lo + j), got = reversed(from + j);
     return {.phase = "hd-doubling between groups",
-            .right = across(reversed(v ^ m)),
-            .left = across(reversed(v ^ m)),
-            .send = piece(sent * g + l),
-            .recv = piece(got * g + l),
+            .right = rail_rank(reversed(v ^ m)),
+            .left = rail_rank(reversed(v ^ m)),
+            .send = piece(rail_rank(sent)),
+            .recv = piece(rail_rank(got)),
             .after = sent,
             .chain = got};
   }
@@ -431,7 +430,8 @@ struct PipelinedHierHdAllGather : RailBlocks {
 // reading. All-reduce's chunk is one chain (with the ring or hd between the groups); reduce-scatter
 // and all-gather run G rings side by side inside the group (the ways of a hop), a chain each, so
 // none waits for another's latency, and their ring between the groups waits for the inner ring
-// whose block it reads. At most 3 deps a step. Same messages and bytes as the phased hier.
+// whose block it reads (with hd between the groups each block stays on its own chain). At most 3
+// deps a step. Same messages and bytes as the phased hier.
 template <class Pipe>
 Program hier_pipeline(Pipe p, int chunks, Region copy_from = {}, Region copy_to = {}) {
   Emitter e;
@@ -474,18 +474,14 @@ Program hier_pipeline(Pipe p, int chunks, Region copy_from = {}, Region copy_to 
   }
 }
 
-// hier with chunks > 1 and a ring between the groups, as one pipeline (see
-// hier_pipeline). Same messages and bytes as the phased hier: (G-1) S/(g G)
-// a rank each way between groups. With hd between them, likewise, its
-// exchanges in chunks.
-Program pipelined_hier_all_reduce(int n, int me, std::uint64_t count, int chunks, int g) {
-  return hier_pipeline(
-      PipelinedHier{{g, n / g, me / g, me % g, Partition{count, std::uint64_t(chunks)}}}, chunks);
-}
-
-Program pipelined_hier_hd_all_reduce(int n, int me, std::uint64_t count, int chunks, int g) {
-  return hier_pipeline(
-      PipelinedHierHd{{g, n / g, me / g, me % g, Partition{count, std::uint64_t(chunks)}}}, chunks);
+// hier with chunks > 1 and a ring between the groups, or hd between a
+// power of two of them, as one pipeline (see hier_pipeline). Same messages
+// and bytes as the phased hier: (G-1) S/(g G) a rank each way between groups.
+Program pipelined_hier_all_reduce(int n, int me, std::uint64_t count, int chunks, int g,
+                                  Algorithm inner) {
+  const ShardRings rings{g, n / g, me / g, me % g, Partition{count, std::uint64_t(chunks)}};
+  if (inner == Algorithm::kHalvingDoubling) return hier_pipeline(PipelinedHierHd{rings}, chunks);
+  return hier_pipeline(PipelinedHier{rings}, chunks);
 }
 
 }  // namespace
@@ -495,35 +491,23 @@ Program hier_all_reduce(int n, int me, std::uint64_t count, int chunks, int grou
   const int g = group_size, groups = n / g;
   const auto inner = static_cast<Algorithm>(inner_algo);
   if (chunks > 1 && g > 1 && groups > 1 && hier_all_reduce_pipelines(inner, groups))
-    return inner == Algorithm::kRing ? pipelined_hier_all_reduce(n, me, count, chunks, g)
-                                     : pipelined_hier_hd_all_reduce(n, me, count, chunks, g);
+    return pipelined_hier_all_reduce(n, me, count, chunks, g, inner);
   return phased_hier_all_reduce(n, me, count, chunks, group_size, inner_algo);
 }
 
-Program pipelined_hier_reduce_scatter(int n, int me, std::uint64_t count, int chunks, int g) {
-  const Partition parts{count, std::uint64_t(chunks)};
-  return hier_pipeline(PipelinedHierReduceScatter{{g, n / g, me / g, me % g, count, parts}},
-                       chunks);
+Program pipelined_hier_reduce_scatter(int n, int me, std::uint64_t count, int chunks, int g,
+                                      bool hd) {
+  const RailBlocks rail{g, n / g, me / g, me % g, count, Partition{count, std::uint64_t(chunks)}};
+  if (hd) return hier_pipeline(PipelinedHierHdReduceScatter{rail}, chunks);
+  return hier_pipeline(PipelinedHierReduceScatter{rail}, chunks);
 }
 
-Program pipelined_hier_hd_reduce_scatter(int n, int me, std::uint64_t count, int chunks, int g) {
-  const Partition parts{count, std::uint64_t(chunks)};
-  return hier_pipeline(PipelinedHierHdReduceScatter{{g, n / g, me / g, me % g, count, parts}},
-                       chunks);
-}
-
-Program pipelined_hier_hd_all_gather(int n, int me, std::uint64_t count, int chunks, int g) {
-  const Partition parts{count, std::uint64_t(chunks)};
+Program pipelined_hier_all_gather(int n, int me, std::uint64_t count, int chunks, int g, bool hd) {
+  const RailBlocks rail{g, n / g, me / g, me % g, count, Partition{count, std::uint64_t(chunks)}};
   const Region own{BufferId::kInput, 0, count};
-  return hier_pipeline(PipelinedHierHdAllGather{{g, n / g, me / g, me % g, count, parts}}, chunks,
-                       own, Region{BufferId::kOutput, std::uint64_t(me) * count, count});
-}
-
-Program pipelined_hier_all_gather(int n, int me, std::uint64_t count, int chunks, int g) {
-  const Partition parts{count, std::uint64_t(chunks)};
-  const Region own{BufferId::kInput, 0, count};
-  return hier_pipeline(PipelinedHierAllGather{{g, n / g, me / g, me % g, count, parts}}, chunks,
-                       own, Region{BufferId::kOutput, std::uint64_t(me) * count, count});
+  const Region mine{BufferId::kOutput, std::uint64_t(me) * count, count};
+  if (hd) return hier_pipeline(PipelinedHierHdAllGather{rail}, chunks, own, mine);
+  return hier_pipeline(PipelinedHierAllGather{rail}, chunks, own, mine);
 }
 
 }  // namespace cclab::coll::detail

@@ -387,19 +387,18 @@ Program phased_hier_all_gather(int n, int me, std::uint64_t count, int chunks, i
 Program hier_reduce_scatter(int n, int me, std::uint64_t count, int chunks, int group_size,
                             int inner_algo) {
   const int g = group_size, groups = n / g;
-  if (static_cast<Algorithm>(inner_algo) == Algorithm::kHalvingDoubling && g > 1 && groups > 1)
-    return pipelined_hier_hd_reduce_scatter(n, me, count, chunks, g);
-  if (chunks > 1 && g > 1 && groups > 1)
-    return pipelined_hier_reduce_scatter(n, me, count, chunks, g);
+  const bool hd = static_cast<Algorithm>(inner_algo) == Algorithm::kHalvingDoubling;
+  if ((hd || chunks > 1) && g > 1 && groups > 1)
+    return pipelined_hier_reduce_scatter(n, me, count, chunks, g, hd);
   return phased_hier_reduce_scatter(n, me, count, chunks, g);
 }
 
 Program hier_all_gather(int n, int me, std::uint64_t count, int chunks, int group_size,
                         int inner_algo) {
   const int g = group_size, groups = n / g;
-  if (static_cast<Algorithm>(inner_algo) == Algorithm::kHalvingDoubling && g > 1 && groups > 1)
-    return pipelined_hier_hd_all_gather(n, me, count, chunks, g);
-  if (chunks > 1 && g > 1 && groups > 1) return pipelined_hier_all_gather(n, me, count, chunks, g);
+  const bool hd = static_cast<Algorithm>(inner_algo) == Algorithm::kHalvingDoubling;
+  if ((hd || chunks > 1) && g > 1 && groups > 1)
+    return pipelined_hier_all_gather(n, me, count, chunks, g, hd);
   return phased_hier_all_gather(n, me, count, chunks, g);
 }
 

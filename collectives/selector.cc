@@ -98,8 +98,7 @@ std::string grouped_hier_rule(const CollectiveShape& shape, const AlgoConfig& re
                        bytes_label(min_chunk));
   };
   const int groups = shape.ranks / requested.group_size;
-  const bool hd_pipelines = groups >= kGroupedHdInnerFrom &&
-                            hier_all_reduce_pipelines(Algorithm::kHalvingDoubling, groups);
+  const bool hd_pipelines = grouped_rule_pipelines_hd(groups);
   if (shape.kind != CollectiveKind::kAllReduce)
     return fmt::format("hier{} in {}",
                        hd_pipelines ? fmt::format(" with hd between its {} groups", groups) : "",

@@ -74,6 +74,13 @@ std::vector<Algorithm> parse_inner_list(std::string_view text, std::string_view 
 // topology says otherwise: the smallest divisor of `ranks` that is at least
 // sqrt(ranks), so a prime rank count gives a single group.
 int default_group_size(int ranks);
+// `group_size` where given (above 0), else default_group_size(ranks).
+int group_size_or_default(int ranks, int group_size);
+// Whether hd between `groups` groups can run as hier's pipeline, the halving
+// and doubling along each rail: where they are a power of two (hier
+// all-reduce's hd between others runs phased, reduce-scatter's and
+// all-gather's is refused).
+bool hd_pipelines_between(int groups);
 
 // The built-in size rule select_algorithm() falls back on without a tuning
 // table for the call: below 8 ranks direct while (ranks-1) x bytes is at most
@@ -96,11 +103,11 @@ Algorithm choose_algorithm(const CollectiveShape& shape, std::size_t elem_bytes)
 // otherwise while a group's share (bytes / groups) is below
 // kGroupedRingShareFrom, else the ring. Where that is a pipeline
 // (hier_all_reduce_pipelines), and config.chunks is left at 1, it runs in
-// hier_pipeline_chunks(bytes, bytes) chunks, with hd
-// hier_pipeline_chunks(bytes, bytes, kHierHdMinChunkBytes); reduce-scatter's and all-gather's hier
-// in
-// hier_pipeline_chunks(ranks x bytes, bytes), by their whole buffer and a
-// rank's block. Chunks above 1 are the caller's and kept. Without such
+// hier_pipeline_chunks(bytes, bytes) chunks, with hd in
+// hier_pipeline_chunks(bytes, bytes, kHierHdMinChunkBytes); reduce-scatter's
+// and all-gather's hier in hier_pipeline_chunks(ranks x bytes, bytes), by
+// their whole buffer and a rank's block, with hd between the groups where
+// grouped_rule_pipelines_hd(). Chunks above 1 are the caller's and kept. Without such
 // groups, and for broadcast, choose_algorithm(). Returns `config` with algo
 // (and inner, chunks) set.
 inline constexpr std::uint64_t kGroupedDirectTrafficLimit = 64u << 10;
@@ -108,6 +115,10 @@ inline constexpr std::uint64_t kGroupedHdBlockLimit = 1u << 10;
 inline constexpr int kGroupedHdInnerFrom = 4;
 inline constexpr std::uint64_t kGroupedRingShareFrom = 512u << 10;
 bool has_groups(const CollectiveShape& shape, const AlgoConfig& config);
+// Whether the grouped rule runs hier with hd between `groups` groups as a
+// pipeline, in every collective it runs hier for: kGroupedHdInnerFrom or more
+// groups where hd_pipelines_between().
+bool grouped_rule_pipelines_hd(int groups);
 // What the grouped rule's hier all-reduce of `bytes` runs between `groups`
 // groups.
 Algorithm inner_between_groups(int groups, std::uint64_t bytes);
@@ -125,9 +136,10 @@ bool hier_all_reduce_pipelines(Algorithm inner, int groups);
 // unchunked hier's time, in 4 of 64 KiB 0.72-0.96x; reduce-scatter and
 // all-gather of 64 KiB blocks in 4 chunks 1.2-1.3x.) With hd between the
 // groups there is no such floor (kHierHdMinChunkBytes is a whole chunk): over
-// gloo on 4 emulated hosts of 2 ranks, hier/hd in 4 chunks took 1.13-1.5x
-// the unchunked hier/hd's time at 256 KiB and 1 MiB, in 2 chunks at 1 MiB
-// 1.01-1.03x (the simulator's grid lost 1.074x -> 1.087x by it).
+// gloo on 4 emulated hosts of 2 ranks, hier/hd in 4 chunks took 1.20-1.44x
+// the unchunked hier/hd's time at 256 KiB and 1.03-1.20x at 1 MiB, in 2
+// chunks at 1 MiB 0.98-1.03x (the simulator's grid lost 1.074x -> 1.087x by
+// it).
 inline constexpr std::uint64_t kHierChunkBytes = 512u << 10;
 inline constexpr std::uint64_t kHierMinChunkBytes = 64u << 10;
 inline constexpr std::uint64_t kHierHdMinChunkBytes = kHierChunkBytes;
