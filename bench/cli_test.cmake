@@ -1,6 +1,7 @@
 # Runs `${CCLAB} ${ARGS}` and checks its exit status. A failing run (STATUS
-# non-zero) must print exactly one line on stderr, matching REGEX; a
-# successful one must print something on stdout matching REGEX (if given).
+# non-zero) must print exactly one line on stderr, matching REGEX, and
+# nothing on stdout (bad input is refused before any output); a successful
+# one must print something on stdout matching REGEX (if given).
 # ENV, if given, is VAR=value pairs separated by '|' to run it with.
 #   cmake -DCCLAB=path -DARGS="bench --ranks 0" -DSTATUS=2 -DREGEX=... -P cli_test.cmake
 separate_arguments(args UNIX_COMMAND "${ARGS}")
@@ -39,4 +40,7 @@ if(NOT lines EQUAL 1)
 endif()
 if(NOT err MATCHES "^cclab: .*${REGEX}")
   fail("stderr does not match '^cclab: .*${REGEX}'")
+endif()
+if(NOT out STREQUAL "" AND NOT DEFINED NO_GPU_REGEX)
+  fail("a refused run printed on stdout")
 endif()

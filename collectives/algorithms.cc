@@ -64,14 +64,9 @@ void validate(const CollectiveShape& s, const AlgoConfig& c) {
         fmt::format("inner: '{}' is not allowed for {} (allowed: ring, hd; hier's {} "
                     "runs rings inside its groups)",
                     algorithm_name(c.inner), collective_name(s.kind), collective_name(s.kind)));
-  if (c.algo == Algorithm::kHierarchical && s.kind != CollectiveKind::kAllReduce &&
-      c.inner == Algorithm::kHalvingDoubling) {
-    const int g = group_size_or_default(s.ranks, c.group_size);
-    if (!hd_pipelines_between(s.ranks / g))
-      throw InvalidArgument(fmt::format(
-          "inner: hd between the groups of {}'s hier needs a power-of-two number of groups, got {} "
-          "(groups of {}; allowed here: ring)",
-          collective_name(s.kind), s.ranks / g, g));
+  if (c.algo == Algorithm::kHierarchical) {
+    if (const auto why = hier_inner_refusal(s.kind, s.ranks, c.group_size, c.inner); !why.empty())
+      throw InvalidArgument("inner: " + why);
   }
 }
 
@@ -267,6 +262,16 @@ int group_size_or_default(int ranks, int group_size) {
 }
 
 bool hd_pipelines_between(int groups) { return std::has_single_bit(static_cast<unsigned>(groups)); }
+
+std::string hier_inner_refusal(CollectiveKind kind, int ranks, int group_size, Algorithm inner) {
+  if (kind == CollectiveKind::kAllReduce || inner != Algorithm::kHalvingDoubling) return "";
+  const int g = group_size_or_default(ranks, group_size);
+  if (hd_pipelines_between(ranks / g)) return "";
+  return fmt::format(
+      "hd between the groups of {}'s hier needs a power-of-two number of groups, got {} "
+      "(groups of {}; allowed here: ring)",
+      collective_name(kind), ranks / g, g);
+}
 
 Algorithm choose_algorithm(const CollectiveShape& shape, std::size_t elem_bytes) {
   const std::uint64_t bytes = shape.count * elem_bytes;

@@ -86,42 +86,78 @@ int check_both_ways(const CheckArgs& a, const CollectiveShape& shape, AlgoConfig
   return failures;
 }
 
+// The row's name: hier with the inner algorithm when that is not the ring.
+std::string label(Algorithm algo, Algorithm inner) {
+  if (algo != Algorithm::kHierarchical || inner == Algorithm::kRing)
+    return std::string(algorithm_name(algo));
+  return fmt::format("hier/{}", algorithm_name(inner));
+}
+
+// Why (algo, inner) is not checked at n ranks, or "" when it is: a group size
+// that does not divide n, or (reduce-scatter's and all-gather's hier, which
+// make_schedule refuses there) hd between groups that are not a power of two.
+std::string skip_reason(const CheckArgs& a, CollectiveKind kind, Algorithm algo, Algorithm inner,
+                        int n) {
+  if (uses_groups(algo) && a.group_size > 0 && n % a.group_size != 0)
+    return fmt::format("--group-size {} does not divide {}", a.group_size, n);
+  if (algo == Algorithm::kHierarchical && !hier_inner_refusal(kind, n, a.group_size, inner).empty())
+    return fmt::format("hd between {} groups, not a power of two",
+                       n / group_size_or_default(n, a.group_size));
+  return "";
+}
+
+// The (algo, inner) pairs to check: hier's with each inner, the others once.
+std::vector<std::pair<Algorithm, Algorithm>> pairs_to_check(const CheckArgs& a,
+                                                            CollectiveKind kind) {
+  std::vector<std::pair<Algorithm, Algorithm>> out;
+  const auto inners = parse_inner_list(a.inner, "--inner", kind);
+  for (Algorithm algo : parse_algos(a.algos, kind)) {
+    if (algo != Algorithm::kHierarchical) {
+      out.emplace_back(algo, inners.front());
+      continue;
+    }
+    for (Algorithm inner : inners) out.emplace_back(algo, inner);
+  }
+  return out;
+}
+
+// Refuses, before any output, a run in which every schedule would be skipped.
+void require_something_to_check(const CheckArgs& a, CollectiveKind kind,
+                                const std::vector<std::pair<Algorithm, Algorithm>>& pairs, int lo,
+                                int hi) {
+  std::string why;
+  for (const auto& [algo, inner] : pairs)
+    for (int n = lo; n <= hi; ++n) {
+      why = skip_reason(a, kind, algo, inner, n);
+      if (why.empty()) return;
+    }
+  bool divides_one = false;
+  for (int n = lo; n <= hi && a.group_size > 0; ++n) divides_one |= n % a.group_size == 0;
+  if (a.group_size > 0 && !divides_one)
+    throw InvalidArgument(
+        fmt::format("--group-size: {} divides no rank count in --ranks {}", a.group_size, a.ranks));
+  throw InvalidArgument(fmt::format("--ranks: {} leaves nothing to check ({})", a.ranks, why));
+}
+
 int run_check(const CheckArgs& a) {
   const CollectiveKind kind = parse_collective(a.coll, "--coll");
   const auto [lo, hi] = parse_range(a.ranks);
   validate(a, lo);
-  const auto inners = parse_inner_list(a.inner, "--inner", kind);
   const auto count = static_cast<std::uint64_t>(a.count);
   const auto chunk_counts = parse_chunk_list(a.chunks, "--chunks");
-  int failures = 0, checked = 0;
-  for (Algorithm algo : parse_algos(a.algos, kind)) {
+  const auto pairs = pairs_to_check(a, kind);
+  require_something_to_check(a, kind, pairs, lo, hi);
+  int failures = 0;
+  for (const auto& [algo, inner] : pairs)
     for (int n = lo; n <= hi; ++n) {
-      if (uses_groups(algo) && a.group_size > 0 && n % a.group_size != 0) {
-        fmt::print("{:<28} ranks {:>5} skipped: --group-size {} does not divide {}\n",
-                   algorithm_name(algo), n, a.group_size, n);
+      if (const std::string why = skip_reason(a, kind, algo, inner, n); !why.empty()) {
+        fmt::print("{:<28} ranks {:>5} skipped: {}\n", label(algo, inner), n, why);
         continue;
       }
-      for (Algorithm inner : inners) {
-        // Reduce-scatter's and all-gather's hier runs hd between a power of
-        // two of groups only (make_schedule refuses the others).
-        const int groups = n / group_size_or_default(n, a.group_size);
-        if (algo == Algorithm::kHierarchical && inner == Algorithm::kHalvingDoubling &&
-            kind != CollectiveKind::kAllReduce && !hd_pipelines_between(groups)) {
-          fmt::print("{:<28} ranks {:>5} skipped: hd between {} groups (not a power of two)\n",
-                     "hier/hd", n, groups);
-          continue;
-        }
-        for (int chunks : chunk_counts)
-          failures +=
-              check_both_ways(a, {kind, n, count, a.root}, {algo, chunks, a.group_size, inner});
-        if (algo != Algorithm::kHierarchical) break;  // the others have no inner algorithm
-      }
-      ++checked;
+      for (int chunks : chunk_counts)
+        failures +=
+            check_both_ways(a, {kind, n, count, a.root}, {algo, chunks, a.group_size, inner});
     }
-  }
-  if (checked == 0)
-    throw InvalidArgument(
-        fmt::format("--group-size: {} divides no rank count in --ranks {}", a.group_size, a.ranks));
   return failures == 0 ? 0 : 1;
 }
 

@@ -46,8 +46,9 @@ Algorithm parse_band_inner(const json& b, Algorithm algo, CollectiveKind kind,
       parse_inner(name, fmt::format("tuning table '{}': {}.inner", source, field));
   if (!allows_inner(kind, inner))
     bad_field(source, field + ".inner",
-              fmt::format("'{}' is not allowed for {} (allowed: ring; its hier runs rings)", name,
-                          collective_name(kind)));
+              fmt::format("'{}' is not allowed for {} (allowed: ring, hd; its hier runs rings "
+                          "inside its groups)",
+                          name, collective_name(kind)));
   return inner;
 }
 
@@ -155,17 +156,24 @@ struct Resolved {
   const TuningBand* band = nullptr;    // kTable
 };
 
-// Whether CCLAB_ALGO's choice runs `kind`: hier with an inner other than the
-// ring is all-reduce's only.
-bool forced_applies(const AlgoConfig& forced, CollectiveKind kind) {
-  return supports(kind, forced.algo) && allows_inner(kind, forced.inner);
+// Why CCLAB_ALGO's choice does not run this call, or "" where it does: an
+// algorithm the collective lacks, or an inner its hier refuses here.
+std::string forced_refusal(const AlgoConfig& forced, const CollectiveShape& shape,
+                           const AlgoConfig& requested) {
+  if (!supports(shape.kind, forced.algo) || !allows_inner(shape.kind, forced.inner))
+    return fmt::format("CCLAB_ALGO={} does not implement {}", candidate_label(forced),
+                       collective_name(shape.kind));
+  if (forced.algo != Algorithm::kHierarchical) return "";
+  const auto why = hier_inner_refusal(shape.kind, shape.ranks, requested.group_size, forced.inner);
+  if (why.empty()) return "";
+  return fmt::format("CCLAB_ALGO={} does not run here: {}", candidate_label(forced), why);
 }
 
 Resolved resolve(const CollectiveShape& shape, std::size_t elem_bytes, const AlgoConfig& requested,
                  const SelectorSettings& settings) {
   Resolved r{requested};
   if (requested.algo != Algorithm::kAuto) return r;
-  if (settings.forced && forced_applies(*settings.forced, shape.kind)) {
+  if (settings.forced && forced_refusal(*settings.forced, shape, requested).empty()) {
     r.by = Resolved::By::kForced;
     r.config.algo = settings.forced->algo;
     r.config.chunks = settings.forced->chunks;
@@ -206,9 +214,7 @@ std::string table_scopes(const SelectorSettings& settings) {
 std::string builtin_reason(const CollectiveShape& shape, const AlgoConfig& requested,
                            const SelectorSettings& settings) {
   std::string why;
-  if (settings.forced)
-    why = fmt::format("CCLAB_ALGO={} does not implement {}; ", candidate_label(*settings.forced),
-                      collective_name(shape.kind));
+  if (settings.forced) why = forced_refusal(*settings.forced, shape, requested) + "; ";
   if (!settings.tables.empty())
     why += fmt::format("no tuning table for {} at {} ranks (tables: {}); ",
                        collective_name(shape.kind), shape.ranks, table_scopes(settings));
@@ -361,6 +367,11 @@ TuningTable parse_tuning_table(const std::string& json_text, const std::string& 
   for (std::size_t i = 0; i < bands->size(); ++i) {
     const std::string field = fmt::format("bands[{}]", i);
     t.bands.push_back(parse_band((*bands)[i], t.collective, field, source));
+    if (t.bands.back().algo == Algorithm::kHierarchical)
+      if (const auto why =
+              hier_inner_refusal(t.collective, t.ranks, t.group_size, t.bands.back().inner);
+          !why.empty())
+        bad_field(source, field + ".inner", why);
     const std::uint64_t min = t.bands.back().min_bytes;
     if (i == 0 && min != 0) bad_field(source, field + ".min_bytes", "the first band starts at 0");
     if (i > 0 && min <= t.bands[i - 1].min_bytes)

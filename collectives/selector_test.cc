@@ -303,7 +303,15 @@ TEST(Selector, BadTablesNameTheFileAndTheField) {
   rs.replace(rs.find("\"inner\": \"ring\""), 15, "\"inner\": \"tree\"");
   EXPECT_EQ(err(rs),
             "tuning table 't.json': bands[1].inner: 'tree' is not allowed for reducescatter "
-            "(allowed: ring; its hier runs rings)");
+            "(allowed: ring, hd; its hier runs rings inside its groups)");
+  // Reduce-scatter's hier runs hd between a power of two of groups only: the
+  // table's 2 groups of 4 may, 3 may not.
+  rs.replace(rs.find("\"inner\": \"tree\""), 15, "\"inner\": \"hd\"");
+  EXPECT_EQ(parse_tuning_table(rs, "t.json").bands[1].inner, Algorithm::kHalvingDoubling);
+  rs.replace(rs.find("\"ranks\": 8"), 10, "\"ranks\": 12");
+  EXPECT_EQ(err(rs),
+            "tuning table 't.json': bands[1].inner: hd between the groups of reducescatter's hier "
+            "needs a power-of-two number of groups, got 3 (groups of 4; allowed here: ring)");
   EXPECT_EQ(err(with("\"hier\": 300.0", "\"hier\": \"fast\"")),
             "tuning table 't.json': bands[1].predicted_us.hier: expected a number");
   EXPECT_EQ(err(R"({"collective": "allreduce", "topology": "x", "ranks": 2, "group_size": 0,
@@ -346,7 +354,7 @@ TEST(Selector, ForcedChoiceWinsOverTheTable) {
 }
 
 // CCLAB_ALGO=hier/tree runs all-reduce's hier with a tree between groups;
-// the other collectives' hier has no inner algorithm, so it does not apply.
+// the other collectives' hier runs the ring or hd there, so it does not apply.
 TEST(Selector, ForcedInnerAlgorithmAppliesToAllReduceOnly) {
   SelectorSettings s;
   s.forced = parse_candidate("hier/tree:2", "CCLAB_ALGO");
@@ -360,6 +368,33 @@ TEST(Selector, ForcedInnerAlgorithmAppliesToAllReduceOnly) {
   EXPECT_EQ(rs.reason.rfind("CCLAB_ALGO=hier/tree:2 does not implement reducescatter; built-in", 0),
             0u)
       << rs.reason;
+}
+
+// CCLAB_ALGO=hier/hd runs all-gather's hier with hd between a power of two of
+// groups; between 3 it falls back to the rule, saying why, instead of
+// failing the call.
+TEST(Selector, ForcedHdBetweenGroupsAppliesWhereTheyAreAPowerOfTwo) {
+  SelectorSettings s;
+  s.forced = parse_candidate("hier/hd", "CCLAB_ALGO");
+  const CollectiveShape ag8{CollectiveKind::kAllGather, 8, 1 << 16, 0};
+  const Selection two = select_algorithm(ag8, 4, {Algorithm::kAuto, 1, 4}, s);
+  EXPECT_EQ(two.config.algo, Algorithm::kHierarchical);
+  EXPECT_EQ(two.config.inner, Algorithm::kHalvingDoubling);
+  EXPECT_EQ(two.reason, "CCLAB_ALGO=hier/hd");
+  const CollectiveShape ag12{CollectiveKind::kAllGather, 12, 1 << 16, 0};
+  const Selection three = select_algorithm(ag12, 4, {Algorithm::kAuto, 1, 4}, s);
+  EXPECT_FALSE(three.config.algo == Algorithm::kHierarchical &&
+               three.config.inner == Algorithm::kHalvingDoubling);
+  EXPECT_NO_THROW(make_schedule(ag12, three.config, 4));
+  EXPECT_EQ(three.reason.rfind("CCLAB_ALGO=hier/hd does not run here: hd between the groups of "
+                               "allgather's hier needs a power-of-two number of groups, got 3 "
+                               "(groups of 4; allowed here: ring); built-in",
+                               0),
+            0u)
+      << three.reason;
+  // All-reduce's hier runs hd between any number of groups (phased).
+  const CollectiveShape ar12{CollectiveKind::kAllReduce, 12, 1 << 16, 0};
+  EXPECT_EQ(select_algorithm(ar12, 4, {Algorithm::kAuto, 1, 4}, s).reason, "CCLAB_ALGO=hier/hd");
 }
 
 TEST(Selector, TableChoosesByBandAndExplains) {

@@ -234,6 +234,26 @@ void write_json(const std::string& path, const SimFlags& f, const Topology& t, i
   if (!out) throw IoError(fmt::format("--json: cannot write '{}'", path));
 }
 
+coll::CollectiveShape shape_of(const SimFlags& f, CollectiveKind kind, int ranks,
+                               std::uint64_t bytes) {
+  return {kind, ranks, coll::count_of_total(kind, ranks, bytes / kElem), f.root};
+}
+
+coll::Selection choose(const coll::CollectiveShape& shape, const Candidate& c, int group) {
+  const bool hier_group = coll::uses_groups(c.algo) || c.algo == Algorithm::kAuto;
+  return coll::select_algorithm(shape, kElem, {c.algo, c.chunks, hier_group ? group : 0, c.inner});
+}
+
+// Every candidate's schedule made once at the smallest size, so that a
+// configuration the rank count refuses (hd between groups that are not a
+// power of two) is an error before the header, not after it.
+void check_candidates(const SimFlags& f, int ranks, int group, std::uint64_t lo) {
+  const CollectiveKind kind = coll::parse_collective(f.coll, "--coll");
+  const coll::CollectiveShape shape = shape_of(f, kind, ranks, lo);
+  for (const Candidate& c : make_candidates(f))
+    coll::make_schedule(shape, choose(shape, c, group).config, kElem);
+}
+
 // The sweep's rows: every candidate at every size, the last traced if asked.
 std::vector<Row> sweep(const SimFlags& f, const Topology& topo, int ranks, int group,
                        std::uint64_t lo, std::uint64_t hi, TraceWriter* trace) {
@@ -243,13 +263,10 @@ std::vector<Row> sweep(const SimFlags& f, const Topology& topo, int ranks, int g
   for (std::uint64_t bytes = lo;; bytes *= static_cast<std::uint64_t>(f.step_factor)) {
     const bool last_size = bytes > hi / static_cast<std::uint64_t>(f.step_factor);
     for (const Candidate& c : candidates) {
-      const coll::CollectiveShape shape{kind, ranks,
-                                        coll::count_of_total(kind, ranks, bytes / kElem), f.root};
+      const coll::CollectiveShape shape = shape_of(f, kind, ranks, bytes);
       const std::uint64_t total = std::max(shape.input_count(), shape.output_count());
-      const bool hier_group = coll::uses_groups(c.algo) || c.algo == Algorithm::kAuto;
       Row row{total * kElem, total, c, {}, {}, {}};
-      row.chosen =
-          coll::select_algorithm(shape, kElem, {c.algo, c.chunks, hier_group ? group : 0, c.inner});
+      row.chosen = choose(shape, c, group);
       const auto sched = coll::make_schedule(shape, row.chosen.config, kElem);
       row.name = sched->name();
       const bool traced = trace != nullptr && last_size && &c == &candidates.back();
@@ -325,6 +342,7 @@ void run_sim(const SimFlags& f) {
   const std::uint64_t hi = parse_size(f.max_bytes, "-e/--maxbytes");
   check_flags(f, ranks, lo, hi);
   const int group = group_size_for(f, topo, ranks);
+  check_candidates(f, ranks, group, lo);
   print_header(f, topo, ranks, group);
   TraceWriter trace(topo);
   const auto rows = sweep(f, topo, ranks, group, lo, hi, f.trace_path.empty() ? nullptr : &trace);

@@ -81,6 +81,12 @@ int group_size_or_default(int ranks, int group_size);
 // all-reduce's hd between others runs phased, reduce-scatter's and
 // all-gather's is refused).
 bool hd_pipelines_between(int groups);
+// Why `kind`'s hier cannot run `inner` between the groups of `group_size`
+// (0: the default) at `ranks` ranks, or "" where it can: reduce-scatter's and
+// all-gather's hd needs a power of two of groups. make_schedule refuses the
+// config with it ("inner: ..."), CCLAB_ALGO falls back past it, a tuning table
+// is refused with it, cclab check skips the rank count.
+std::string hier_inner_refusal(CollectiveKind kind, int ranks, int group_size, Algorithm inner);
 
 // The built-in size rule select_algorithm() falls back on without a tuning
 // table for the call: below 8 ranks direct while (ranks-1) x bytes is at most
