@@ -26,6 +26,11 @@ void* operator new(std::size_t n) {
   if (void* p = std::malloc(n ? n : 1)) return p;
   throw std::bad_alloc();
 }
+// GCC 12 inlines these into callers whose pointer came from `new` and warns
+// that free() does not match it (-Wmismatched-new-delete); here it does, as
+// the `new` above is malloc.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 // The nothrow forms too (std::stable_sort's buffer comes from one): left to
@@ -35,6 +40,7 @@ void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
   return std::malloc(n ? n : 1);
 }
 void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+#pragma GCC diagnostic pop
 
 namespace cclab::coll {
 namespace detail {
