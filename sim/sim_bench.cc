@@ -5,6 +5,8 @@
 //   per pod, 4 cores; uplinks at 50 Gbps (8:1 at the leaves), so the flows
 //   that leave a leaf share links (contention)
 //   hier (g = 8, inner ring) on nodes:nodes=N,gpus=8 (N = 256 and 2048)
+//   hier with hd between the 256 nodes in 32 chunks, one pipeline (what
+//   `auto` runs there at 16 MiB; 64 MiB here)
 //   hd on a 24x24 torus: 576 ranks, not a power of two, so Rabenseifner's
 //   extra steps and the folded ranks' partners cross the torus, and the
 //   flows of a step share links in one large component (progressive filling)
@@ -24,14 +26,15 @@ namespace {
 using cclab::coll::Algorithm;
 
 void simulate_case(benchmark::State& state, const std::string& spec, Algorithm algo, int chunks,
-                   int group_size) {
+                   int group_size, Algorithm inner = Algorithm::kRing) {
   const cclab::sim::Topology topo = cclab::sim::generate_topology(spec);
   const int ranks = static_cast<int>(topo.num_endpoints());
   const std::uint64_t count = std::uint64_t{64} << 20 >> 2;  // 64 MiB of f32
   double events = 0, steps = 0, simulated_us = 0;
   for (auto _ : state) {
-    const auto sched = cclab::coll::make_schedule(
-        {cclab::coll::CollectiveKind::kAllReduce, ranks, count, 0}, {algo, chunks, group_size});
+    const auto sched =
+        cclab::coll::make_schedule({cclab::coll::CollectiveKind::kAllReduce, ranks, count, 0},
+                                   {algo, chunks, group_size, inner});
     const auto r = cclab::sim::simulate(topo, *sched);
     events += static_cast<double>(r.events);
     steps += static_cast<double>(r.steps);
@@ -62,6 +65,10 @@ void BM_SimHdTorus24x24(benchmark::State& state) {
 void BM_SimHierNodes256(benchmark::State& state) {
   simulate_case(state, "nodes:nodes=256,gpus=8", Algorithm::kHierarchical, 1, 8);
 }
+void BM_SimHierHdNodes256(benchmark::State& state) {
+  simulate_case(state, "nodes:nodes=256,gpus=8", Algorithm::kHierarchical, 32, 8,
+                Algorithm::kHalvingDoubling);
+}
 void BM_SimHierNodes2048(benchmark::State& state) {
   simulate_case(state, "nodes:nodes=2048,gpus=8", Algorithm::kHierarchical, 1, 8);
 }
@@ -71,6 +78,7 @@ BENCHMARK(BM_SimRing1024FatTree3)->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK(BM_SimHd16384Switch)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_SimHdTorus24x24)->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK(BM_SimHierNodes256)->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK(BM_SimHierHdNodes256)->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK(BM_SimHierNodes2048)->Unit(benchmark::kMillisecond)->Iterations(1);
 
 }  // namespace
