@@ -70,10 +70,11 @@ void add_collective_options(CLI::App& cmd, BenchFlags& f) {
       ->capture_default_str();
   cmd.add_option("--group-size", f.group_size, "hier: ranks per group (0: default)")
       ->capture_default_str();
-  cmd.add_option("--inner", f.inner,
-                 "hier: the algorithm between groups (all-reduce: ring, tree, hd, direct; "
-                 "reduce-scatter and all-gather: ring, or hd with a power-of-two number of "
-                 "groups); a comma list (or all) runs hier with each")
+  cmd.add_option(
+         "--inner", f.inner,
+         "hier: the algorithm between groups (all-reduce: ring, tree, hd, direct; "
+         "reduce-scatter and all-gather: ring, or hd with a power-of-two number of "
+         "groups); a comma list (or all: each the collective's hier runs) runs hier with each")
       ->capture_default_str();
 }
 

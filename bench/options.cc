@@ -85,10 +85,24 @@ void resolve_sizes(const BenchFlags& f, BenchConfig& c) {
 // hierarchical algorithm cannot use) before any rank starts.
 void preflight(const BenchConfig& c) {
   const auto shape = shape_for(c, static_cast<std::uint64_t>(c.ranks));
-  for (const auto& config : c.ours()) coll::make_schedule(shape, config, coll::dtype_size(c.dtype));
+  for (const auto& config : c.ours()) {
+    // gloo learns its groups (the hosts) at rendezvous; the sweep checks then.
+    const bool groups_unknown = c.backend == "gloo" && config.group_size == 0;
+    if (groups_unknown && config.algo == Algorithm::kHierarchical) continue;
+    if (hier_row_skip_reason(c, config, config.group_size).empty())
+      coll::make_schedule(shape, config, coll::dtype_size(c.dtype));
+    else if (!c.inner_all)
+      invalid("--inner", hier_row_skip_reason(c, config, config.group_size));
+  }
 }
 
 }  // namespace
+
+std::string hier_row_skip_reason(const BenchConfig& c, const coll::AlgoConfig& algo,
+                                 int group_size) {
+  if (algo.algo != Algorithm::kHierarchical) return "";
+  return coll::hier_inner_refusal(c.coll, c.ranks, group_size, algo.inner);
+}
 
 coll::AlgoConfig BenchConfig::algo_config(Algorithm algo, int chunk_count, Algorithm inner) const {
   return coll::AlgoConfig{algo, chunk_count, group_size, inner};
@@ -247,6 +261,7 @@ BenchConfig resolve(const BenchFlags& f) {
   c.chunks = coll::parse_chunk_list(f.chunks, "--chunks");
   c.group_size = parse_group_size(f.group_size, c.ranks);
   c.inners = coll::parse_inner_list(f.inner, "--inner", c.coll);
+  c.inner_all = coll::names_all_inners(f.inner);
   c.timeout = std::chrono::milliseconds(at_least(f.timeout_ms, 1, "--timeout-ms"));
   c.json_path = f.json_path;
   c.compare = f.compare;

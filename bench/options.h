@@ -85,6 +85,9 @@ struct BenchConfig {
   int group_size = 0;
   // hier's inner algorithms (--inner): hier runs with each, the others once
   std::vector<coll::Algorithm> inners = {coll::Algorithm::kRing};
+  // --inner named `all`: a hier row whose groups refuse its inner algorithm
+  // (coll::hier_inner_refusal) is a skipped row rather than an error.
+  bool inner_all = false;
   std::chrono::milliseconds timeout{30000};
   std::string json_path;
   std::string tune_path;
@@ -111,6 +114,12 @@ struct BenchConfig {
 BenchConfig resolve(const BenchFlags& flags);
 
 // "64M" -> 67108864: bytes, with an optional K, M or G suffix (powers of 2).
+// Why `algo`, a row of ours, cannot run in groups of `group_size` (0: the
+// default): hier with an inner algorithm those groups refuse
+// (coll::hier_inner_refusal); empty where it runs.
+std::string hier_row_skip_reason(const BenchConfig& c, const coll::AlgoConfig& algo,
+                                 int group_size);
+
 std::uint64_t parse_size_bytes(std::string_view text, std::string_view flag);
 
 // "ring,tree" or "all" -> algorithms, each checked against the collective.

@@ -12,6 +12,9 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include <fmt/format.h>
+
+#include "cclab/collectives/error.h"
 #include "check.h"
 #include "mpi_peer.h"
 #include "peers.h"
@@ -220,10 +223,15 @@ class RankRunner {
 
   // Our algorithm `algo` at `size`, checked (when asked) and ready to time.
   Contender prepare(const SizePoint& size, const coll::AlgoConfig& algo, int row) {
-    const Call call = buffers_.call(shape_for(config_, size.count), algo);
     SweepRow out = new_row(size, algo.algo, "");
     out.chunks = algo.chunks;
     out.inner = algo.inner;
+    // Every rank knows the groups alike (gloo: the hosts), so all skip or all throw.
+    out.skipped = hier_row_skip_reason(config_, algo, comm_.with_host_groups(algo).group_size);
+    if (!out.skipped.empty() && !config_.inner_all)
+      throw InvalidArgument(fmt::format("--inner: {}", out.skipped));
+    if (!out.skipped.empty()) return {std::move(out), {}};
+    const Call call = buffers_.call(shape_for(config_, size.count), algo);
     coll::Communicator& comm = our_comm(algo_label(out));
     if (config_.check) check(comm, call, row);
     if (config_.in_place) buffers_.fill_input(expect_, call);

@@ -196,16 +196,26 @@ Algorithm parse_inner(std::string_view name, std::string_view what) {
       fmt::format("{}: '{}' is not an inner algorithm (allowed: {})", what, name, inner_names()));
 }
 
-std::vector<Algorithm> parse_inner_list(std::string_view text, std::string_view what) {
+namespace {
+
+// "ring,tree" -> {kRing, kTree}, each once; `all` stands for `choices`, and a
+// named inner algorithm outside them is refused by `refuse`.
+template <class Refuse>
+std::vector<Algorithm> parse_inner_items(std::string_view text, std::string_view what,
+                                         const std::vector<Algorithm>& choices, Refuse&& refuse) {
   std::vector<Algorithm> out;
   for (std::size_t pos = 0;;) {
     const auto comma = text.find(',', pos);
     const std::string_view item = text.substr(pos, comma - pos);
-    std::vector<Algorithm> named = inner_algorithms();  // `all`, else the one named
-    if (item != "all") std::erase_if(named, [&](Algorithm a) { return algorithm_name(a) != item; });
-    if (named.empty())
-      throw InvalidArgument(fmt::format("{}: '{}' is not an inner algorithm (allowed: {}, or all)",
-                                        what, item, inner_names()));
+    std::vector<Algorithm> named = choices;
+    if (item != "all") {
+      named = inner_algorithms();
+      std::erase_if(named, [&](Algorithm a) { return algorithm_name(a) != item; });
+      if (named.empty())
+        throw InvalidArgument(fmt::format(
+            "{}: '{}' is not an inner algorithm (allowed: {}, or all)", what, item, inner_names()));
+      if (std::find(choices.begin(), choices.end(), named[0]) == choices.end()) refuse(named[0]);
+    }
     for (Algorithm a : named) {
       if (std::find(out.begin(), out.end(), a) != out.end())
         throw InvalidArgument(fmt::format("{}: '{}' is given twice (each inner algorithm once)",
@@ -217,17 +227,36 @@ std::vector<Algorithm> parse_inner_list(std::string_view text, std::string_view 
   }
 }
 
+}  // namespace
+
+std::vector<Algorithm> parse_inner_list(std::string_view text, std::string_view what) {
+  return parse_inner_items(text, what, inner_algorithms(), [](Algorithm) {});
+}
+
 std::vector<Algorithm> parse_inner_list(std::string_view text, std::string_view what,
                                         CollectiveKind kind) {
-  auto inners = parse_inner_list(text, what);
-  const bool refused = std::any_of(inners.begin(), inners.end(),
-                                   [&](Algorithm a) { return !allows_inner(kind, a); });
-  if (refused)
+  std::vector<Algorithm> choices = inner_algorithms();
+  std::erase_if(choices, [&](Algorithm a) { return !allows_inner(kind, a); });
+  return parse_inner_items(text, what, choices, [&](Algorithm) {
+    if (kind == CollectiveKind::kBroadcast)
+      throw InvalidArgument(fmt::format(
+          "{}: --coll broadcast has no hier, so nothing runs between groups (allowed: ring, the "
+          "default, or all)",
+          what));
     throw InvalidArgument(fmt::format(
         "{}: the hier of --coll {} runs rings inside its groups and the ring or hd between them "
-        "(allowed: ring, hd)",
+        "(allowed: ring, hd, or all)",
         what, collective_name(kind)));
-  return inners;
+  });
+}
+
+bool names_all_inners(std::string_view text) {
+  for (std::size_t pos = 0;;) {
+    const auto comma = text.find(',', pos);
+    if (text.substr(pos, comma - pos) == "all") return true;
+    if (comma == std::string_view::npos) return false;
+    pos = comma + 1;
+  }
 }
 
 std::vector<Algorithm> algorithms_for(CollectiveKind kind) {

@@ -57,6 +57,29 @@ TEST(Selector, InnerListsParseInOrderAndRefuseByName) {
               fmt::format("--inner: {}", why));
 }
 
+// For a collective, `all` means what its hier runs between groups: all-reduce
+// every inner algorithm, reduce-scatter and all-gather the ring and hd,
+// broadcast (no hier) the default ring; naming another is refused.
+TEST(Selector, InnerListsForACollectiveTakeWhatItsHierRuns) {
+  using K = CollectiveKind;
+  EXPECT_EQ(parse_inner_list("all", "--inner", K::kAllReduce), inner_algorithms());
+  const std::vector<Algorithm> ring_hd{Algorithm::kRing, Algorithm::kHalvingDoubling};
+  EXPECT_EQ(parse_inner_list("all", "--inner", K::kReduceScatter), ring_hd);
+  EXPECT_EQ(parse_inner_list("all", "--inner", K::kAllGather), ring_hd);
+  EXPECT_EQ(parse_inner_list("hd", "--inner", K::kAllGather),
+            std::vector<Algorithm>{Algorithm::kHalvingDoubling});
+  EXPECT_EQ(parse_inner_list("all", "--inner", K::kBroadcast),
+            std::vector<Algorithm>{Algorithm::kRing});
+  EXPECT_EQ(error_of([] { parse_inner_list("ring,tree", "--inner", K::kReduceScatter); }),
+            "--inner: the hier of --coll reducescatter runs rings inside its groups and the ring "
+            "or hd between them (allowed: ring, hd, or all)");
+  EXPECT_EQ(error_of([] { parse_inner_list("hd", "--inner", K::kBroadcast); }),
+            "--inner: --coll broadcast has no hier, so nothing runs between groups (allowed: "
+            "ring, the default, or all)");
+  EXPECT_EQ(error_of([] { parse_inner_list("hd,all", "--inner", K::kAllGather); }),
+            "--inner: 'hd' is given twice (each inner algorithm once)");
+}
+
 TEST(Selector, MalformedCandidatesNameTheVariable) {
   EXPECT_EQ(error_of([] { parse_candidate("fast", "CCLAB_ALGO"); }),
             "CCLAB_ALGO: unknown algorithm 'fast' (allowed: ring, tree, hd, hier, direct, rings, "

@@ -155,15 +155,18 @@ int group_size_for(const SimFlags& f, const Topology& t, int ranks) {
   return hint > 0 && ranks % hint == 0 ? hint : 0;
 }
 
-void print_header(const SimFlags& f, const Topology& t, int ranks, int group) {
+void print_header(const SimFlags& f, const Topology& t, int ranks, int group,
+                  const std::vector<std::string>& skipped) {
   const bool broadcast = f.coll == "broadcast";
   fmt::print(
       "# cclab sim: topology {}, ranks {}, endpoints {}, links {}, coll {}{}, dtype f32, op {}, "
       "chunks {}\n",
       t.description, ranks, t.num_endpoints(), t.num_links(), f.coll,
       broadcast ? fmt::format(" (root {})", f.root) : "", redop_name(f.coll), f.chunks);
-  fmt::print("# group size {} (hier, rings), hier inner {}\n#\n#",
+  fmt::print("# group size {} (hier, rings), hier inner {}\n",
              group > 0 ? group : coll::default_group_size(ranks), coll::join_names(inners_of(f)));
+  for (const std::string& line : skipped) fmt::print("# {}\n", line);
+  fmt::print("#\n#");
   fmt::print(kColumns, "size(B)", "count", "type", "redop", "algo", "time(us)", "algbw(GB/s)",
              "busbw(GB/s)", "bottleneck");
   fmt::print("\n");
@@ -244,20 +247,37 @@ coll::Selection choose(const coll::CollectiveShape& shape, const Candidate& c, i
   return coll::select_algorithm(shape, kElem, {c.algo, c.chunks, hier_group ? group : 0, c.inner});
 }
 
-// Every candidate's schedule made once at the smallest size, so that a
-// configuration the rank count refuses (hd between groups that are not a
-// power of two) is an error before the header, not after it.
-void check_candidates(const SimFlags& f, int ranks, int group, std::uint64_t lo) {
+// The candidates that run at `ranks` in groups of `group`: with --inner all,
+// hier with an inner algorithm its groups refuse (hd between groups that are
+// not a power of two, for reduce-scatter and all-gather) is left out, and
+// `skipped` says why. Every kept candidate's schedule is made once at the
+// smallest size, so that a named one the groups refuse is an error before
+// the header, not after it.
+std::vector<Candidate> runnable_candidates(const SimFlags& f, int ranks, int group,
+                                           std::uint64_t lo, std::vector<std::string>& skipped) {
   const CollectiveKind kind = coll::parse_collective(f.coll, "--coll");
   const coll::CollectiveShape shape = shape_of(f, kind, ranks, lo);
-  for (const Candidate& c : make_candidates(f))
+  const bool all = coll::names_all_inners(f.inner);
+  std::vector<Candidate> out;
+  for (const Candidate& c : make_candidates(f)) {
+    if (all && c.algo == Algorithm::kHierarchical) {
+      const auto why = coll::hier_inner_refusal(kind, ranks, group, c.inner);
+      if (!why.empty()) {
+        skipped.push_back(
+            fmt::format("{} skipped: {}", coll::candidate_label(c.algo, c.chunks, c.inner), why));
+        continue;
+      }
+    }
     coll::make_schedule(shape, choose(shape, c, group).config, kElem);
+    out.push_back(c);
+  }
+  return out;
 }
 
 // The sweep's rows: every candidate at every size, the last traced if asked.
-std::vector<Row> sweep(const SimFlags& f, const Topology& topo, int ranks, int group,
-                       std::uint64_t lo, std::uint64_t hi, TraceWriter* trace) {
-  const auto candidates = make_candidates(f);
+std::vector<Row> sweep(const SimFlags& f, const std::vector<Candidate>& candidates,
+                       const Topology& topo, int ranks, int group, std::uint64_t lo,
+                       std::uint64_t hi, TraceWriter* trace) {
   const CollectiveKind kind = coll::parse_collective(f.coll, "--coll");
   std::vector<Row> rows;
   for (std::uint64_t bytes = lo;; bytes *= static_cast<std::uint64_t>(f.step_factor)) {
@@ -342,10 +362,12 @@ void run_sim(const SimFlags& f) {
   const std::uint64_t hi = parse_size(f.max_bytes, "-e/--maxbytes");
   check_flags(f, ranks, lo, hi);
   const int group = group_size_for(f, topo, ranks);
-  check_candidates(f, ranks, group, lo);
-  print_header(f, topo, ranks, group);
+  std::vector<std::string> skipped;
+  const auto candidates = runnable_candidates(f, ranks, group, lo, skipped);
+  print_header(f, topo, ranks, group, skipped);
   TraceWriter trace(topo);
-  const auto rows = sweep(f, topo, ranks, group, lo, hi, f.trace_path.empty() ? nullptr : &trace);
+  const auto rows =
+      sweep(f, candidates, topo, ranks, group, lo, hi, f.trace_path.empty() ? nullptr : &trace);
   if (!f.json_path.empty()) write_json(f.json_path, f, topo, ranks, group, rows);
   if (!f.trace_path.empty()) trace.write(f.trace_path);
   if (!f.tune_path.empty()) write_tuning_table(f, topo, ranks, group, rows);
@@ -388,7 +410,8 @@ void add_sim_command(CLI::App& app) {
   cmd->add_option("--inner", flags->inner,
                   "hier: the algorithm between groups, ring (default), tree, hd or direct "
                   "(reduce-scatter and all-gather: ring, or hd with a power-of-two number of "
-                  "groups); a comma list (or all) runs hier with each, e.g. ring,hd with --tune");
+                  "groups); a comma list (or all: each the collective's hier runs) runs hier with "
+                  "each, e.g. ring,hd with --tune");
   cmd->add_option("--json", flags->json_path, "Write the rows as JSON to this file");
   cmd->add_option("--trace", flags->trace_path,
                   "Write a Chrome/Perfetto trace of the last row (largest size, last algorithm)");

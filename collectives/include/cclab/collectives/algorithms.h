@@ -56,19 +56,25 @@ bool supports(CollectiveKind kind, Algorithm a);
 // What hier all-reduce may run between groups (AlgoConfig::inner): the flat
 // all-reduces, in display order.
 std::vector<Algorithm> inner_algorithms();
-// Whether `kind`'s hier may run `inner` between groups: all-reduce's has an
-// inner phase, the other collectives' hier runs rings in both phases.
+// Whether `kind`'s hier may run `inner` between groups: all-reduce's any of
+// inner_algorithms(), reduce-scatter's and all-gather's the ring or hd
+// (hier_inner_refusal() says where hd can run), broadcast (no hier) the ring,
+// the default.
 bool allows_inner(CollectiveKind kind, Algorithm inner);
 // One of inner_algorithms() by name; throws InvalidArgument naming `what`
 // and the allowed names.
 Algorithm parse_inner(std::string_view name, std::string_view what);
 // "ring,tree" -> {kRing, kTree}: inner algorithms, each once (the sweeps'
-// --inner); throws InvalidArgument naming `what` and the item.
+// --inner; `all` for every one); throws InvalidArgument naming `what` and the
+// item.
 std::vector<Algorithm> parse_inner_list(std::string_view text, std::string_view what);
-// The same for --coll `kind`: only all-reduce's hier has an inner phase (the
-// others' run rings), so another collective allows the ring alone.
+// The same for --coll `kind`: only those allows_inner(kind, ...), and `all`
+// for every one of them (reduce-scatter: ring, hd).
 std::vector<Algorithm> parse_inner_list(std::string_view text, std::string_view what,
                                         CollectiveKind kind);
+// Whether an --inner list names `all`: then a row that cannot run where it
+// is asked (hier_inner_refusal) is skipped, where a named one is an error.
+bool names_all_inners(std::string_view text);
 
 // The group size the hierarchical algorithm uses when none is given and no
 // topology says otherwise: the smallest divisor of `ranks` that is at least
