@@ -226,21 +226,20 @@ case $mode in
     need_netns
     out=$(mktemp)
     fail=0
-    args=(bench --backend gloo --coll reducescatter --algo hier -b 4K -e 4K -n 2 -w 1 --timeout-ms 20000)
-    status=0
-    timeout 140 "$(dirname "$0")/../scripts/emulate-hosts" --hosts 2 --ranks-per-host 6 \
-      --timeout 120 -- "$cclab" "${args[@]}" --inner hd >"$out" 2>&1 || status=$?
-    cat "$out"
-    ((status == 0)) || { echo "FAIL: 2 hosts of 6: exit status $status"; fail=1; }
-    expect_checked_table "$out" 12
+    # run_hosts HOSTS PER_HOST INNER: the sweep on those hosts, checked.
+    run_hosts() {
+      local status=0
+      timeout 140 "$(dirname "$0")/../scripts/emulate-hosts" --hosts "$1" --ranks-per-host "$2" \
+        --timeout 120 -- "$cclab" bench --backend gloo --coll reducescatter --algo hier \
+        --inner "$3" -b 4K -e 4K -n 2 -w 1 --timeout-ms 20000 >"$out" 2>&1 || status=$?
+      cat "$out"
+      ((status == 0)) || { echo "FAIL: $1 hosts of $2: exit status $status"; fail=1; }
+      expect_checked_table "$out" $(($1 * $2))
+    }
+    run_hosts 2 6 hd
     grep -qE "^\[0\] +4080 +1020 +f32 +sum +hier/hd +[0-9.]+ " "$out" ||
       { echo "FAIL: 2 hosts of 6: no hier/hd row"; fail=1; }
-    status=0
-    timeout 140 "$(dirname "$0")/../scripts/emulate-hosts" --hosts 3 --ranks-per-host 2 \
-      --timeout 120 -- "$cclab" "${args[@]}" --inner all >"$out" 2>&1 || status=$?
-    cat "$out"
-    ((status == 0)) || { echo "FAIL: 3 hosts of 2: exit status $status"; fail=1; }
-    expect_checked_table "$out" 6
+    run_hosts 3 2 all
     grep -qF "hier/hd  skipped: hd between the groups of reducescatter's hier needs a power-of-two number of groups, got 3 (groups of 2" "$out" ||
       { echo "FAIL: 3 hosts of 2: the hier/hd row was not skipped naming 3 groups"; fail=1; }
     grep -qE "^\[0\] +[0-9]+ +[0-9]+ +f32 +sum +hier +[0-9.]+ " "$out" ||
