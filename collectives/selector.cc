@@ -34,8 +34,8 @@ T field_as(const json& obj, const char* key, const std::string& field, const std
   return json_field<T>(obj, key, fmt::format("tuning table '{}'", source), field);
 }
 
-// A band's "inner": hier's algorithm between groups, which only all-reduce's
-// hier has.
+// A band's "inner": hier's algorithm between groups (all-reduce: any inner
+// algorithm; reduce-scatter and all-gather: ring or hd).
 Algorithm parse_band_inner(const json& b, Algorithm algo, CollectiveKind kind,
                            const std::string& field, const std::string& source) {
   const auto name = field_as<std::string>(b, "inner", field + ".inner", source);

@@ -313,7 +313,7 @@ TEST(Selector, BadTablesNameTheFileAndTheField) {
             "tuning table 't.json': bands[0].min_bytes: the first band starts at 0");
   EXPECT_EQ(err(with("\"min_bytes\": 1048576", "\"min_bytes\": 0")),
             "tuning table 't.json': bands[1].min_bytes: 0 is not above the previous band's 0");
-  // Only all-reduce's hier has an inner algorithm.
+  // Only hier has an inner algorithm (reduce-scatter and all-gather: ring or hd).
   EXPECT_EQ(err(with("\"inner\": \"ring\"", "\"inner\": \"rings\"")),
             "tuning table 't.json': bands[1].inner: 'rings' is not an inner algorithm (allowed: "
             "ring, tree, hd, direct)");

@@ -31,7 +31,7 @@ struct TuningBand {
   std::uint64_t min_bytes = 0;
   Algorithm algo = Algorithm::kRing;
   int chunks = 1;
-  Algorithm inner = Algorithm::kRing;  // hier all-reduce: between groups (JSON: "inner")
+  Algorithm inner = Algorithm::kRing;  // hier: between groups (JSON: "inner")
   std::uint64_t predicted_at = 0;      // the size the predictions are for
   std::vector<Prediction> predicted;
 };
