@@ -89,10 +89,11 @@ void preflight(const BenchConfig& c) {
     // gloo learns its groups (the hosts) at rendezvous; the sweep checks then.
     const bool groups_unknown = c.backend == "gloo" && config.group_size == 0;
     if (groups_unknown && config.algo == Algorithm::kHierarchical) continue;
-    if (hier_row_skip_reason(c, config, config.group_size).empty())
+    const std::string skip = hier_row_skip_reason(c, config, config.group_size);
+    if (skip.empty())
       coll::make_schedule(shape, config, coll::dtype_size(c.dtype));
     else if (!c.inner_all)
-      invalid("--inner", hier_row_skip_reason(c, config, config.group_size));
+      invalid("--inner", skip);
   }
 }
 

@@ -9,10 +9,9 @@
 #include <map>
 #include <memory>
 
+#include <fmt/format.h>
 #include <sys/resource.h>
 #include <time.h>
-
-#include <fmt/format.h>
 
 #include "cclab/collectives/error.h"
 #include "check.h"

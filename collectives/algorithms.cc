@@ -139,11 +139,19 @@ std::string join_names(const std::vector<Algorithm>& algos, std::string_view sep
 
 bool uses_groups(Algorithm a) { return a == Algorithm::kHierarchical || a == Algorithm::kRings; }
 
+std::vector<std::string_view> split_list(std::string_view list) {
+  std::vector<std::string_view> out;
+  for (std::size_t pos = 0;;) {
+    const auto comma = list.find(',', pos);
+    out.push_back(list.substr(pos, comma - pos));
+    if (comma == std::string_view::npos) return out;
+    pos = comma + 1;
+  }
+}
+
 std::vector<int> parse_chunk_list(std::string_view text, std::string_view what) {
   std::vector<int> out;
-  for (std::size_t pos = 0;;) {
-    const auto comma = text.find(',', pos);
-    const std::string_view item = text.substr(pos, comma - pos);
+  for (const std::string_view item : split_list(text)) {
     const bool digits = !item.empty() && item.size() <= 6 &&
                         item.find_first_not_of("0123456789") == std::string_view::npos;
     const int value = digits ? std::stoi(std::string(item)) : 0;
@@ -155,9 +163,8 @@ std::vector<int> parse_chunk_list(std::string_view text, std::string_view what) 
       throw InvalidArgument(
           fmt::format("{}: {} is given twice (each chunk count once)", what, value));
     out.push_back(value);
-    if (comma == std::string_view::npos) return out;
-    pos = comma + 1;
   }
+  return out;
 }
 
 Algorithm parse_algorithm(std::string_view name, std::string_view what) {
@@ -204,9 +211,7 @@ template <class Refuse>
 std::vector<Algorithm> parse_inner_items(std::string_view text, std::string_view what,
                                          const std::vector<Algorithm>& choices, Refuse&& refuse) {
   std::vector<Algorithm> out;
-  for (std::size_t pos = 0;;) {
-    const auto comma = text.find(',', pos);
-    const std::string_view item = text.substr(pos, comma - pos);
+  for (const std::string_view item : split_list(text)) {
     std::vector<Algorithm> named = choices;
     if (item != "all") {
       named = inner_algorithms();
@@ -222,9 +227,8 @@ std::vector<Algorithm> parse_inner_items(std::string_view text, std::string_view
                                           what, algorithm_name(a)));
       out.push_back(a);
     }
-    if (comma == std::string_view::npos) return out;
-    pos = comma + 1;
   }
+  return out;
 }
 
 }  // namespace
@@ -251,12 +255,8 @@ std::vector<Algorithm> parse_inner_list(std::string_view text, std::string_view 
 }
 
 bool names_all_inners(std::string_view text) {
-  for (std::size_t pos = 0;;) {
-    const auto comma = text.find(',', pos);
-    if (text.substr(pos, comma - pos) == "all") return true;
-    if (comma == std::string_view::npos) return false;
-    pos = comma + 1;
-  }
+  const auto items = split_list(text);
+  return std::find(items.begin(), items.end(), "all") != items.end();
 }
 
 std::vector<Algorithm> algorithms_for(CollectiveKind kind) {

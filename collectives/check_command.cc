@@ -56,12 +56,8 @@ void validate(const CheckArgs& a, int lo) {
 std::vector<Algorithm> parse_algos(const std::string& list, CollectiveKind kind) {
   if (list == "all") return algorithms_for(kind);
   std::vector<Algorithm> out;
-  for (std::size_t pos = 0; pos <= list.size();) {
-    const auto comma = list.find(',', pos);
-    out.push_back(parse_algorithm(list.substr(pos, comma - pos), "--algo"));
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
-  }
+  for (const std::string_view item : split_list(list))
+    out.push_back(parse_algorithm(item, "--algo"));
   return out;
 }
 

@@ -86,25 +86,13 @@ std::uint64_t parse_size(const std::string& text, const char* flag) {
   return std::stoull(text.substr(0, digits)) << shift;
 }
 
-// "a,b,,c" -> {"a", "b", "", "c"}: the items of a comma list, empty ones kept
-// so that they are refused by name.
-std::vector<std::string> split_list(const std::string& list) {
-  std::vector<std::string> out;
-  for (std::size_t pos = 0;;) {
-    const auto comma = list.find(',', pos);
-    out.push_back(list.substr(pos, comma - pos));
-    if (comma == std::string::npos) return out;
-    pos = comma + 1;
-  }
-}
-
 // --algo: names, `all` standing for every algorithm of the collective.
 std::vector<Algorithm> parse_algos(const std::string& list, CollectiveKind kind) {
   const auto every = coll::algorithms_for(kind);
   std::string allowed;
   for (Algorithm a : every) allowed += fmt::format("{}, ", coll::algorithm_name(a));
   std::vector<Algorithm> out;
-  for (const std::string& item : split_list(list)) {
+  for (const std::string_view item : coll::split_list(list)) {
     if (item == "all") {
       out.insert(out.end(), every.begin(), every.end());
       continue;
@@ -119,8 +107,8 @@ std::vector<Algorithm> parse_algos(const std::string& list, CollectiveKind kind)
   return out;
 }
 
-// --inner: flat all-reduces for hier's phase between groups, which only
-// all-reduce's hier has (its reduce-scatter and all-gather run rings).
+// --inner: what hier runs between groups (all-reduce: the flat all-reduces;
+// reduce-scatter and all-gather: ring, hd).
 std::vector<Algorithm> inners_of(const SimFlags& f) {
   return coll::parse_inner_list(f.inner, "--inner", coll::parse_collective(f.coll, "--coll"));
 }

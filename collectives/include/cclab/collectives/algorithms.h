@@ -64,6 +64,9 @@ bool allows_inner(CollectiveKind kind, Algorithm inner);
 // One of inner_algorithms() by name; throws InvalidArgument naming `what`
 // and the allowed names.
 Algorithm parse_inner(std::string_view name, std::string_view what);
+// "a,b,,c" -> {"a", "b", "", "c"}: the items of a comma list (views into
+// `list`), empty ones kept so that parsers refuse them by name.
+std::vector<std::string_view> split_list(std::string_view list);
 // "ring,tree" -> {kRing, kTree}: inner algorithms, each once (the sweeps'
 // --inner; `all` for every one); throws InvalidArgument naming `what` and the
 // item.
