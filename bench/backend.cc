@@ -94,6 +94,7 @@ class GlooBackend final : public Backend {
   explicit GlooBackend(const BackendOptions& o) {
     const auto env = coll::process_env();
     const auto id = identity_or_throw("gloo");
+    local_ranks_ = std::max(1, id.local_world_size);
     auto rendezvous = coll::rendezvous_from(o.rendezvous, env);
     if (!rendezvous)
       throw InvalidArgument(
@@ -122,9 +123,11 @@ class GlooBackend final : public Backend {
   bool shares_memory() const override { return false; }
   bool reports() const override { return comm_->rank() == 0; }
   int host_group_size() const override { return comm_->host_group_size(); }
+  int ranks_on_host() const override { return local_ranks_; }
   bool shares_clock() override { return same_kernel(*comm_); }
 
  private:
+  int local_ranks_ = 1;
   std::unique_ptr<coll::Communicator> comm_;
 };
 #endif

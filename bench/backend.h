@@ -49,6 +49,10 @@ class Backend {
   virtual bool shares_memory() const { return true; }
   // Whether this process prints the results (with processes: rank 0 only).
   virtual bool reports() const { return true; }
+  // How many ranks keep their buffers in this machine's memory: every rank
+  // when they run in this process, else the ranks the launcher placed on this
+  // host (LOCAL_WORLD_SIZE and its kin).
+  virtual int ranks_on_host() const { return shares_memory() ? ranks() : 1; }
   // The `hier` group size the ranks' placement suggests (ranks per host); 0: none.
   virtual int host_group_size() const { return 0; }
   // Whether every rank reads the same steady clock (one kernel), so that one

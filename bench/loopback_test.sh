@@ -44,6 +44,10 @@
 #                                  waits for, or a peer of its own host that ended
 #                                  first), and some rank must name one across the
 #                                  cut (needs root)
+#   memory CCLAB N                 launch -n N of a sweep whose buffers cannot fit any
+#                                  machine: every rank must refuse it naming
+#                                  -e/--maxbytes and counting the N ranks of this
+#                                  host, and launch must exit 2 without a hang
 #   redis-start DIR | redis-stop DIR   the Redis fixture (a free port on 127.0.0.1)
 # Exit 77 means skipped (CTest SKIP_RETURN_CODE).
 set -euo pipefail
@@ -368,6 +372,28 @@ case $mode in
       echo "FAIL: process $child of the run still running"
       fail=1
     done
+    rm -f "$out"
+    exit $fail
+    ;;
+  memory)
+    # 4 TiB all-reduces out of place: 8 TiB of buffers a rank.
+    cclab=$1 n=$2
+    out=$(mktemp)
+    status=0
+    timeout 60 "$cclab" launch -n "$n" -- "$cclab" bench --backend gloo -b 4096G -e 4096G -n 1 \
+      -w 0 >"$out" 2>&1 || status=$?
+    cat "$out"
+    fail=0
+    ((status == 2)) || { echo "FAIL: launch exited $status (want 2)"; fail=1; }
+    want="cclab: -e/--maxbytes: allreduce of 4398046511104 bytes out of place on the $n rank(s) \
+this machine holds needs $((n * 8192)).0 GiB, more than this machine's"
+    refused=$(grep -cF "$want" "$out" || true)
+    # Launch stops the rest once one rank exits, so some may not get to say it.
+    ((refused >= 1)) || { echo "FAIL: no rank refused naming -e/--maxbytes and $n ranks"; fail=1; }
+    if grep -v "^\[[0-9]*\] cclab: -e/--maxbytes: \|^cclab launch: " "$out"; then
+      echo "FAIL: the lines above are neither a refusal nor launch's own"
+      fail=1
+    fi
     rm -f "$out"
     exit $fail
     ;;

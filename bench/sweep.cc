@@ -72,19 +72,16 @@ struct Call {
 // output are the rank's block).
 class RankBuffers {
  public:
-  RankBuffers(const BenchConfig& c, int rank, const CollectiveShape& largest,
-              std::unique_ptr<RankMemory> memory)
+  RankBuffers(const BenchConfig& c, int rank, std::unique_ptr<RankMemory> memory)
       : config_(c),
         rank_(rank),
         elem_bytes_(coll::dtype_size(c.dtype)),
         memory_(std::move(memory)),
-        send_(memory_->allocate(c.in_place ? 0 : largest.input_count() * elem_bytes_)),
-        recv_(memory_->allocate(std::max(largest.input_count(), largest.output_count()) *
-                                elem_bytes_)) {
-    if (!memory_->host_visible()) {
-      host_in_.resize(largest.input_count() * elem_bytes_);
-      host_out_.resize(largest.output_count() * elem_bytes_);
-    }
+        bytes_(rank_buffer_bytes(c, memory_->host_visible())),
+        send_(memory_->allocate(bytes_.send)),
+        recv_(memory_->allocate(bytes_.recv)) {
+    host_in_.resize(bytes_.host_in);
+    host_out_.resize(bytes_.host_out);
   }
 
   Call call(const CollectiveShape& shape, const coll::AlgoConfig& algo) const {
@@ -120,6 +117,7 @@ class RankBuffers {
   int rank_;
   std::size_t elem_bytes_;
   std::unique_ptr<RankMemory> memory_;
+  RankBufferBytes bytes_;
   std::byte* send_;                            // out of place only
   std::byte* recv_;                            // the output, or in place the whole storage
   std::vector<std::byte> host_in_, host_out_;  // staging for device memory
@@ -152,7 +150,7 @@ class RankRunner {
         shared_memory_(shared_memory),
         expect_(c.ranks, c.dtype, c.op),
         sizes_(sweep_sizes(c)),
-        buffers_(c, rank_, shape_for(c, sizes_.back().count), std::move(memory)) {}
+        buffers_(c, rank_, std::move(memory)) {}
 
   void run() {
     // Out of place the inputs are written once; calls never modify them.
@@ -463,6 +461,26 @@ class RankRunner {
 };
 
 }  // namespace
+
+RankBufferBytes rank_buffer_bytes(const BenchConfig& config, bool host_visible) {
+  const coll::CollectiveShape largest = shape_for(config, sweep_sizes(config).back().count);
+  const std::uint64_t elem = coll::dtype_size(config.dtype);
+  const std::uint64_t in = largest.input_count() * elem, out = largest.output_count() * elem;
+  RankBufferBytes b;
+  b.send = config.in_place ? 0 : in;
+  b.recv = std::max(in, out);
+  if (!host_visible) b.host_in = in, b.host_out = out;
+  return b;
+}
+
+void require_buffer_memory(const BenchConfig& config, int ranks_here, bool host_visible) {
+  const double bytes = double(rank_buffer_bytes(config, host_visible).host(host_visible));
+  require_memory("-e/--maxbytes",
+                 fmt::format("{} of {} bytes {} on the {} rank(s) this machine holds",
+                             coll::collective_name(config.coll), sweep_sizes(config).back().bytes,
+                             config.in_place ? "in place" : "out of place", ranks_here),
+                 bytes * ranks_here);
+}
 
 std::string algo_label(const SweepRow& row) {
   return row.peer.empty() ? coll::candidate_label(row.algo, row.chunks, row.inner) : row.peer;

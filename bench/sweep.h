@@ -57,6 +57,22 @@ std::string algo_label(const SweepRow& row);
 // must not disturb (machine_speed.h).
 using QuietHook = std::function<void(bool at_start)>;
 
+// What one rank's buffers take for the sweep's largest call, in bytes: send
+// (out of place only) and receive storage in the backend's memory, and with
+// device memory the host copies that inputs and outputs travel through.
+struct RankBufferBytes {
+  std::uint64_t send = 0, recv = 0;         // in the backend's memory
+  std::uint64_t host_in = 0, host_out = 0;  // device memory only: host staging
+  std::uint64_t host(bool host_visible) const {
+    return host_visible ? send + recv : host_in + host_out;
+  }
+};
+RankBufferBytes rank_buffer_bytes(const BenchConfig& config, bool host_visible);
+
+// Refuses a sweep whose buffers alone cannot fit this machine's memory
+// (`ranks_here` ranks keep theirs in it), naming -e/--maxbytes.
+void require_buffer_memory(const BenchConfig& config, int ranks_here, bool host_visible);
+
 // Runs the whole sweep in one backend.run() and returns the rows, size-major.
 // Every rank of a process backend calls it; `quiet` matters on rank 0 only.
 std::vector<SweepRow> run_sweep(const BenchConfig& config, Backend& backend,

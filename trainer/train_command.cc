@@ -149,10 +149,12 @@ void run_threads(const TrainFlags& f) {
     return run_bench(f.config, "threads", {1, 2, 4}, run, &std::cout);
   }
   coll::ThreadsWorld world(f.ranks, coll::ThreadsOptions{timeout});
+  TrainConfig config = f.config;
+  config.replicas_on_host = f.ranks;
   TrainResult chief;
   std::mutex mu;
   world.run([&](coll::Communicator& comm) {
-    auto r = train_worker(comm, f.config, TaskInfo{"worker", comm.rank()}, &std::cout);
+    auto r = train_worker(comm, config, TaskInfo{"worker", comm.rank()}, &std::cout);
     if (comm.rank() == 0) {
       std::lock_guard lock(mu);
       chief = std::move(r);
@@ -194,7 +196,9 @@ void run_gloo(const TrainFlags& f) {
     return run_bench(f.config, "gloo", {comm->size()}, run,
                      comm->rank() == 0 ? &std::cout : nullptr);
   }
-  const auto r = train_worker(*comm, f.config, task_from_env(env, id->rank), &std::cout);
+  TrainConfig config = f.config;
+  config.replicas_on_host = id->local_world_size;
+  const auto r = train_worker(*comm, config, task_from_env(env, id->rank), &std::cout);
   if (comm->rank() == 0) print_final(r);
 }
 #endif

@@ -181,6 +181,8 @@ class Job {
 
  private:
   void build();
+  // Refuses a model whose parameters cannot fit this machine, before allocating them.
+  void require_model_memory(const std::vector<int>& sizes) const;
   void train_epoch();
   void backup(const Position& at);
   void report_epoch(const EpochTotals& mine, double seconds, std::int64_t steps);
@@ -227,6 +229,7 @@ void Job::build() {
   std::vector<int> sizes{source.dim};
   sizes.insert(sizes.end(), c_.hidden.begin(), c_.hidden.end());
   sizes.push_back(source.classes);
+  require_model_memory(sizes);
   {
     // Each replica draws its own initial values; the scope's broadcast makes them the chief's.
     Rng init(derive_seed(c_.seed, kSeedInit, std::uint64_t(comm_.rank())));
@@ -246,6 +249,20 @@ void Job::build() {
   for (const auto& [bytes, chosen] : strategy_.bucket_algorithms())
     say("gradient bucket of {} bytes: all-reduce {} ({})", bytes,
         coll::candidate_label(chosen.config), chosen.reason);
+}
+
+void Job::require_model_memory(const std::vector<int>& sizes) const {
+  double parameters = 0;
+  for (std::size_t l = 0; l + 1 < sizes.size(); ++l)
+    parameters += (double(sizes[l]) + 1) * double(sizes[l + 1]);  // kernel and bias
+  // Values and gradients, and Adam's two moments.
+  const int copies = c_.optimizer == OptimizerKind::kAdam ? 4 : 2;
+  require_memory(
+      "--hidden",
+      fmt::format("a model of {:.3g} parameters ({} copies of 4 bytes: values, "
+                  "gradients{}) for {} replica(s) on this machine",
+                  parameters, copies, copies == 4 ? ", Adam's moments" : "", c_.replicas_on_host),
+      parameters * 4 * copies * c_.replicas_on_host);
 }
 
 void Job::backup(const Position& at) {

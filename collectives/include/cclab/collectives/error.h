@@ -2,6 +2,7 @@
 // of these types; broken invariants are CCLAB_CHECK failures (InternalError).
 #pragma once
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -59,6 +60,15 @@ void require_writable(const std::string& path, std::string_view flag);
 // The whole text of the file at `path`; throws IoError "WHAT 'PATH': ..."
 // when it is a directory or does not open for reading.
 std::string read_text_file(const std::string& path, std::string_view what);
+
+// This machine's physical memory in bytes (0 when the system does not say).
+std::uint64_t physical_memory_bytes();
+
+// Refuses, before anything is allocated, work that cannot fit this machine's
+// memory (else std::bad_alloc, or the OOM killer once the pages are touched):
+// InvalidArgument "FLAG: WHAT needs N GiB, more than this machine's M GiB of
+// memory". `bytes` is a double so that a product of large counts cannot wrap.
+void require_memory(std::string_view flag, std::string_view what, double bytes);
 
 namespace detail {
 [[noreturn]] void check_failed(const char* expr, const char* file, int line,

@@ -34,6 +34,7 @@ struct TrainConfig {
   bool check_replicas = true;  // compare replica hashes after every step
   std::int64_t max_steps = 0;  // stop after this many steps in total (0: run every epoch)
   bool evaluate = true;        // chief evaluates on the held-out set per epoch and at the end
+  int replicas_on_host = 1;    // replicas whose memory this machine holds (threads: all)
 };
 
 // Who this worker is in TensorFlow's terms (for the workertemp directory).
