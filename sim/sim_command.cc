@@ -8,8 +8,10 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -340,6 +342,31 @@ void check_flags(const SimFlags& f, int ranks, std::uint64_t lo, std::uint64_t h
     if (!path->empty()) require_writable(*path, flag);
 }
 
+// --trace's file, written while the traced row runs; removed unless finished
+// (a half-written trace is not JSON).
+struct TraceFile {
+  TraceFile(const std::string& path, const Topology& topo)
+      : path(path), out(path), writer(topo, out) {
+    if (!out) throw IoError(fmt::format("--trace: cannot open '{}' for writing", path));
+  }
+  ~TraceFile() {
+    if (finished) return;
+    out.close();
+    std::error_code ignored;
+    std::filesystem::remove(path, ignored);
+  }
+  void finish() {
+    writer.finish();
+    out.close();
+    if (!out) throw IoError(fmt::format("--trace: cannot write '{}'", path));
+    finished = true;
+  }
+  std::string path;
+  std::ofstream out;
+  TraceWriter writer;
+  bool finished = false;
+};
+
 void run_sim(const SimFlags& f) {
   const Topology topo = make_topology(f.topology);
   const int ranks = f.ranks > 0 ? f.ranks : static_cast<int>(topo.num_endpoints());
@@ -353,11 +380,12 @@ void run_sim(const SimFlags& f) {
   std::vector<std::string> skipped;
   const auto candidates = runnable_candidates(f, ranks, group, lo, skipped);
   print_header(f, topo, ranks, group, skipped);
-  TraceWriter trace(topo);
+  std::optional<TraceFile> trace;
+  if (!f.trace_path.empty()) trace.emplace(f.trace_path, topo);
   const auto rows =
-      sweep(f, candidates, topo, ranks, group, lo, hi, f.trace_path.empty() ? nullptr : &trace);
+      sweep(f, candidates, topo, ranks, group, lo, hi, trace ? &trace->writer : nullptr);
   if (!f.json_path.empty()) write_json(f.json_path, f, topo, ranks, group, rows);
-  if (!f.trace_path.empty()) trace.write(f.trace_path);
+  if (trace) trace->finish();
   if (!f.tune_path.empty()) write_tuning_table(f, topo, ranks, group, rows);
 }
 

@@ -3,8 +3,6 @@
 // them apart.
 #include "cclab/sim/trace.h"
 
-#include <fstream>
-
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -23,7 +21,42 @@ std::string step_label(const coll::Step& s) {
   return fmt::format("{} {}", kind, s.peer);
 }
 
+// Metadata naming process `pid`.
+std::string process_name(int pid, const char* name) {
+  return nlohmann::json{
+      {"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"args", {{"name", name}}}}
+      .dump();
+}
+
+// A slice on thread `tid` of process `pid`, with one argument.
+std::string slice(std::string name, int pid, int tid, Time start, Time duration,
+                  nlohmann::json args) {
+  return nlohmann::json{{"name", std::move(name)},
+                        {"ph", "X"},
+                        {"pid", pid},
+                        {"tid", tid},
+                        {"ts", time_to_us(start)},
+                        {"dur", time_to_us(duration)},
+                        {"args", std::move(args)}}
+      .dump();
+}
+
 }  // namespace
+
+TraceWriter::TraceWriter(const Topology& topology, std::ostream& out) : topo_(topology), out_(out) {
+  // The keys in the order a whole document's dump() gives them (sorted).
+  out_ << R"({"displayTimeUnit":"ns","traceEvents":[)";
+  emit(process_name(0, "ranks"));
+  emit(process_name(1, "links"));
+  emit(process_name(2, "hosts"));
+}
+
+void TraceWriter::emit(std::string_view event) {
+  if (events_++ > 0) out_ << ',';
+  out_ << event;
+}
+
+void TraceWriter::finish() { out_ << "]}\n" << std::flush; }
 
 void TraceWriter::step_issued(int rank, std::int64_t step, const coll::Step& s, Time now) {
   open_[key(rank, step)] =
@@ -33,61 +66,23 @@ void TraceWriter::step_issued(int rank, std::int64_t step, const coll::Step& s, 
 void TraceWriter::step_done(int rank, std::int64_t step, Time now) {
   const auto it = open_.find(key(rank, step));
   if (it == open_.end()) return;
-  events_.push_back(Event{'X', rank, it->second.start, now - it->second.start,
-                          std::move(it->second.name), static_cast<double>(step)});
+  emit(slice(std::move(it->second.name), 0, rank, it->second.start, now - it->second.start,
+             {{"step", step}}));
   open_.erase(it);
 }
 
 void TraceWriter::host_busy(int rank, int peer, bool sending, Time start, Time end) {
-  events_.push_back(Event{'H', rank, start, end - start,
-                          fmt::format("{} {}", sending ? "send to" : "recv from", peer),
-                          static_cast<double>(peer)});
+  emit(slice(fmt::format("{} {}", sending ? "send to" : "recv from", peer), 2, rank, start,
+             end - start, {{"peer", peer}}));
 }
 
 void TraceWriter::link_rate(LinkId link, double bytes_per_s, Time now) {
-  events_.push_back(Event{'C', link, now, 0, "link " + topo_.link_name(link),
-                          bytes_per_s / topo_.link(link).bw_bps});
-}
-
-std::string TraceWriter::to_json() const {
-  nlohmann::json list = nlohmann::json::array();
-  list.push_back(
-      {{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"args", {{"name", "ranks"}}}});
-  list.push_back(
-      {{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"args", {{"name", "links"}}}});
-  list.push_back(
-      {{"name", "process_name"}, {"ph", "M"}, {"pid", 2}, {"args", {{"name", "hosts"}}}});
-  // A slice on thread `e.track` of process `pid`, with one argument.
-  const auto slice = [](const Event& e, int pid, nlohmann::json args) {
-    return nlohmann::json{{"name", e.name},
-                          {"ph", "X"},
-                          {"pid", pid},
-                          {"tid", e.track},
-                          {"ts", time_to_us(e.start)},
-                          {"dur", time_to_us(e.duration)},
-                          {"args", std::move(args)}};
-  };
-  for (const Event& e : events_) {
-    if (e.phase == 'H')
-      list.push_back(slice(e, 2, {{"peer", static_cast<int>(e.value)}}));
-    else if (e.phase == 'X')
-      list.push_back(slice(e, 0, {{"step", static_cast<std::int64_t>(e.value)}}));
-    else
-      list.push_back({{"name", e.name},
+  emit(nlohmann::json{{"name", "link " + topo_.link_name(link)},
                       {"ph", "C"},
                       {"pid", 1},
-                      {"ts", time_to_us(e.start)},
-                      {"args", {{"utilisation", e.value}}}});
-  }
-  const nlohmann::json trace = {{"traceEvents", std::move(list)}, {"displayTimeUnit", "ns"}};
-  return trace.dump();
-}
-
-void TraceWriter::write(const std::string& path) const {
-  std::ofstream out(path);
-  if (!out) throw IoError(fmt::format("--trace: cannot open '{}' for writing", path));
-  out << to_json() << '\n';
-  if (!out) throw IoError(fmt::format("--trace: cannot write '{}'", path));
+                      {"ts", time_to_us(now)},
+                      {"args", {{"utilisation", bytes_per_s / topo_.link(link).bw_bps}}}}
+           .dump());
 }
 
 }  // namespace cclab::sim

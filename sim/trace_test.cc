@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,9 +32,11 @@ TEST(Trace, OneSlicePerStepAndLinkCounters) {
   const Topology t = generate_topology("switch:n=4,bw=10GBps,lat=1us");
   const auto sched =
       coll::make_schedule({CollectiveKind::kAllReduce, 4, 4000, 0}, {Algorithm::kRing, 1, 0});
-  TraceWriter trace(t);
+  std::ostringstream text;
+  TraceWriter trace(t, text);
   const SimResult r = simulate(t, *sched, {4, &trace});
-  const auto doc = nlohmann::json::parse(trace.to_json());
+  trace.finish();
+  const auto doc = nlohmann::json::parse(text.str());
   std::uint64_t slices = 0;
   double max_util = 0, last_util = -1;
   for (const auto& e : doc.at("traceEvents")) {
@@ -59,10 +62,12 @@ TEST(Trace, HostOverheadHasASlicePerMessageEnd) {
   const Topology t = generate_topology("switch:n=4,bw=10GBps,lat=1us,overhead=1us");
   const auto sched =
       coll::make_schedule({CollectiveKind::kAllReduce, 4, 4000, 0}, {Algorithm::kRing, 1, 0});
-  TraceWriter trace(t);
+  std::ostringstream text;
+  TraceWriter trace(t, text);
   simulate(t, *sched, {4, &trace});
+  trace.finish();
   std::map<int, std::vector<std::pair<double, double>>> hosts;  // tid -> (ts, dur)
-  const auto doc = nlohmann::json::parse(trace.to_json());
+  const auto doc = nlohmann::json::parse(text.str());
   for (const auto& e : doc.at("traceEvents"))
     if (e.at("ph") == "X" && e.at("pid") == 2)
       hosts[e.at("tid").get<int>()].emplace_back(e.at("ts").get<double>(),
@@ -79,9 +84,11 @@ TEST(Trace, HostOverheadHasASlicePerMessageEnd) {
     }
   }
   const Topology bare = generate_topology("switch:n=4,bw=10GBps,lat=1us");
-  TraceWriter plain(bare);
+  std::ostringstream plain_text;
+  TraceWriter plain(bare, plain_text);
   simulate(bare, *sched, {4, &plain});
-  const auto plain_doc = nlohmann::json::parse(plain.to_json());
+  plain.finish();
+  const auto plain_doc = nlohmann::json::parse(plain_text.str());
   for (const auto& e : plain_doc.at("traceEvents"))
     EXPECT_FALSE(e.at("ph") == "X" && e.at("pid") == 2) << "no host slices without an overhead";
 }

@@ -3,12 +3,17 @@
 // its issue to its completion, one counter track per link carrying
 // traffic, its utilisation (sum of flow rates / bandwidth) over time, and,
 // with a host overhead, a track per rank's host with a slice per message.
+//
+// Events go to the stream as they happen, so memory holds only the steps
+// under way: a large run's trace is gigabytes of JSON, and building it in
+// memory first (a document, then its text) took tens of gigabytes.
 #pragma once
 
 #include <cstdint>
+#include <ostream>
 #include <string>
+#include <string_view>
 #include <unordered_map>
-#include <vector>
 
 #include "cclab/collectives/schedule.h"
 #include "cclab/sim/topology.h"
@@ -18,7 +23,10 @@ namespace cclab::sim {
 
 class TraceWriter {
  public:
-  explicit TraceWriter(const Topology& topology) : topo_(topology) {}
+  // Writes the document's opening to `out` now; `out` must outlive the writer.
+  TraceWriter(const Topology& topology, std::ostream& out);
+  TraceWriter(const TraceWriter&) = delete;
+  TraceWriter& operator=(const TraceWriter&) = delete;
 
   void step_issued(int rank, std::int64_t step, const coll::Step& s, Time now);
   void step_done(int rank, std::int64_t step, Time now);
@@ -27,27 +35,23 @@ class TraceWriter {
   // The total rate of the flows on a link changed to `bytes_per_s`.
   void link_rate(LinkId link, double bytes_per_s, Time now);
 
-  // The whole trace as JSON text.
-  std::string to_json() const;
-  // Throws IoError naming --trace and the path.
-  void write(const std::string& path) const;
-  std::size_t events() const { return events_.size(); }
+  // Writes the document's end. Whether everything reached the stream, its
+  // state tells.
+  void finish();
+  std::uint64_t events() const { return events_; }
 
  private:
   struct Open {
     Time start = 0;
     std::string name;
   };
+  // One element of traceEvents (JSON text).
+  void emit(std::string_view event);
+
   const Topology& topo_;
+  std::ostream& out_;
   std::unordered_map<std::uint64_t, Open> open_;  // key: rank << 40 | step
-  struct Event {
-    char phase = 'X';  // 'X': a step's slice, 'C': a link's counter, 'H': a host's slice
-    int track = 0;     // rank or link
-    Time start = 0, duration = 0;
-    std::string name;
-    double value = 0;  // counters: utilisation; slices: the step id
-  };
-  std::vector<Event> events_;
+  std::uint64_t events_ = 0;
 };
 
 }  // namespace cclab::sim

@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""`cclab sim --trace` streams: a 43 MB trace (a 64-rank ring in 12 chunks on an
+8x8 torus, 16 MiB) is written under a 256 MiB address-space limit, where
+building it in memory first took 500 MB, and the file is a whole Chrome trace
+of the row: every rank's slices lie within the row's predicted time and every
+link's utilisation within [0, 1].
+
+    trace_cli_test.py CCLAB_BINARY
+"""
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import unittest
+
+CCLAB = None
+LIMIT = 256 << 20
+
+
+def limit_address_space():
+    resource.setrlimit(resource.RLIMIT_AS, (LIMIT, LIMIT))
+
+
+class TraceStreams(unittest.TestCase):
+    def test_large_trace_under_a_memory_limit(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "trace.json")
+            p = subprocess.run(
+                [CCLAB, "sim", "--topology", "torus2d:x=8,y=8,bw=100Gbps,lat=1us", "--algo",
+                 "ring", "--chunks", "12", "-b", "16M", "-e", "16M", "--trace", path],
+                capture_output=True, text=True, timeout=120, preexec_fn=limit_address_space)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            row = [l for l in p.stdout.splitlines() if l.strip() and not l.startswith("#")]
+            self.assertEqual(len(row), 1, p.stdout)
+            total_us = float(row[0].split()[5])
+            self.assertGreater(os.path.getsize(path), 32 << 20)
+            with open(path) as f:
+                doc = json.load(f)
+        slices = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["pid"] == 0]
+        counters = [e for e in doc["traceEvents"] if e["ph"] == "C"]
+        self.assertEqual({e["tid"] for e in slices}, set(range(64)))
+        for e in slices:
+            self.assertGreaterEqual(e["dur"], 0)
+            self.assertLessEqual(e["ts"] + e["dur"], total_us * (1 + 1e-6) + 0.01)
+        self.assertTrue(counters)
+        for e in counters:
+            self.assertGreaterEqual(e["args"]["utilisation"], 0)
+            self.assertLessEqual(e["args"]["utilisation"], 1 + 1e-9)
+
+
+if __name__ == "__main__":
+    CCLAB = sys.argv.pop(1)
+    unittest.main()
