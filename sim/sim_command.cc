@@ -342,8 +342,9 @@ void check_flags(const SimFlags& f, int ranks, std::uint64_t lo, std::uint64_t h
     if (!path->empty()) require_writable(*path, flag);
 }
 
-// --trace's file, written while the traced row runs; removed unless finished
-// (a half-written trace is not JSON).
+// --trace's file, written while the traced row runs; a regular file is
+// removed unless finished (a half-written trace is not JSON), a device such
+// as /dev/null never.
 struct TraceFile {
   TraceFile(const std::string& path, const Topology& topo)
       : path(path), out(path), writer(topo, out) {
@@ -353,7 +354,7 @@ struct TraceFile {
     if (finished) return;
     out.close();
     std::error_code ignored;
-    std::filesystem::remove(path, ignored);
+    if (std::filesystem::is_regular_file(path, ignored)) std::filesystem::remove(path, ignored);
   }
   void finish() {
     writer.finish();

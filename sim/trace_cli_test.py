@@ -3,7 +3,8 @@
 8x8 torus, 16 MiB) is written under a 256 MiB address-space limit, where
 building it in memory first took 500 MB, and the file is a whole Chrome trace
 of the row: every rank's slices lie within the row's predicted time and every
-link's utilisation within [0, 1].
+link's utilisation within [0, 1]. A write that fails is an error naming
+--trace, and a device given as the trace stays.
 
     trace_cli_test.py CCLAB_BINARY
 """
@@ -49,6 +50,18 @@ class TraceStreams(unittest.TestCase):
         for e in counters:
             self.assertGreaterEqual(e["args"]["utilisation"], 0)
             self.assertLessEqual(e["args"]["utilisation"], 1 + 1e-9)
+
+    @unittest.skipUnless(os.path.exists("/dev/full"), "no /dev/full")
+    def test_a_write_that_fails_is_an_error_and_leaves_devices_alone(self):
+        # Every write to /dev/full fails (ENOSPC): the run must fail naming
+        # --trace, and its clean-up of a partial trace must not remove the device.
+        p = subprocess.run(
+            [CCLAB, "sim", "--topology", "switch:n=4", "-b", "1K", "-e", "1K", "--trace",
+             "/dev/full"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertEqual(p.stderr, "cclab: --trace: cannot write '/dev/full'\n")
+        self.assertTrue(os.path.exists("/dev/full"))
+        self.assertFalse(os.path.isfile("/dev/full"))
 
 
 if __name__ == "__main__":
