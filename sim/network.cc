@@ -219,13 +219,13 @@ void Network::fill_progressively() {
     shares_.push_back(link.residual / link.unfrozen);
     share_links_.push_back(l);
   }
+  std::size_t live = shares_.size();  // links with unfrozen flows
+  rebuild_blocks();
   for (FlowId id : comp_flows_) flows_[id].rate = -1;  // -1: not frozen yet
-  std::size_t live = shares_.size();                   // links with unfrozen flows
   for (std::size_t frozen = 0; frozen < comp_flows_.size();) {
-    const double share = min_share();
+    const std::uint32_t first = min_share_pos();
+    const double share = shares_[first];
     CCLAB_CHECK(share < kNoShare, "progressive filling found no link to saturate");
-    std::size_t first = 0;  // ties go to the earlier link
-    while (shares_[first] != share) ++first;
     for (FlowId id : links_[share_links_[first]].flows) {
       Flow& f = flows_[id];
       if (f.rate >= 0) continue;
@@ -235,28 +235,69 @@ void Network::fill_progressively() {
         LinkState& link = links_[l];
         link.residual = std::max(0.0, link.residual - share);
         const bool last = --link.unfrozen == 0;
-        shares_[link.pos] = last ? kNoShare : link.residual / link.unfrozen;
+        set_share(link.pos, last ? kNoShare : link.residual / link.unfrozen);
         live -= last;
       }
     }
-    if (live * 2 < shares_.size()) compact_shares();
+    if (live * 2 < share_links_.size()) compact_shares();
   }
 }
 
-double Network::min_share() const {
-  // Four running minima, so that the loop keeps several compares in flight;
-  // shares are never NaN or -0, so any order gives the same minimum.
-  double m[4] = {kNoShare, kNoShare, kNoShare, kNoShare};
-  const std::size_t n = shares_.size(), quads = n - n % 4;
-  for (std::size_t i = 0; i < quads; i += 4)
-    for (std::size_t k = 0; k < 4; ++k) m[k] = shares_[i + k] < m[k] ? shares_[i + k] : m[k];
-  for (std::size_t i = quads; i < n; ++i) m[0] = shares_[i] < m[0] ? shares_[i] : m[0];
+namespace {
+
+// The smallest of n doubles (n a multiple of 4, none NaN or -0): four running
+// minima keep several compares in flight.
+double min_of(const double* v, std::size_t n) {
+  double m[4] = {v[0], v[1], v[2], v[3]};
+  for (std::size_t i = 4; i < n; i += 4)
+    for (std::size_t k = 0; k < 4; ++k) m[k] = v[i + k] < m[k] ? v[i + k] : m[k];
   return std::min(std::min(m[0], m[1]), std::min(m[2], m[3]));
+}
+
+}  // namespace
+
+double Network::block_min(std::size_t b) const {
+  const std::size_t first = b * kShareBlock;
+  return min_of(&shares_[first], std::min<std::size_t>(kShareBlock, shares_.size() - first));
+}
+
+std::uint32_t Network::min_share_pos() {
+  if (block_min_.empty()) {  // one block: a pass over the shares
+    const double share = min_of(shares_.data(), shares_.size());
+    std::size_t pos = 0;
+    while (shares_[pos] != share) ++pos;
+    return static_cast<std::uint32_t>(pos);
+  }
+  for (std::uint32_t b : dirty_blocks_) {
+    block_min_[b] = block_min(b);
+    block_dirty_[b] = 0;
+  }
+  dirty_blocks_.clear();
+  // The earliest block holding the minimum, then its earliest place holding it.
+  const double share = min_of(block_min_.data(), block_min_.size());
+  std::size_t b = 0;
+  while (block_min_[b] != share) ++b;
+  std::size_t pos = b * kShareBlock;
+  while (shares_[pos] != share) ++pos;
+  return static_cast<std::uint32_t>(pos);
+}
+
+void Network::rebuild_blocks() {
+  // The shares padded with kNoShare to a multiple of 4 (the last block may be
+  // short: a small component pays for its own links only), the block minima
+  // likewise; none for a single block, which min_share_pos() scans whole.
+  shares_.resize(std::max<std::size_t>(4, (share_links_.size() + 3) / 4 * 4), kNoShare);
+  const std::size_t blocks = (shares_.size() + kShareBlock - 1) / kShareBlock;
+  block_min_.assign(blocks == 1 ? 0 : (blocks + 3) / 4 * 4, kNoShare);
+  if (!block_min_.empty())
+    for (std::size_t b = 0; b < blocks; ++b) block_min_[b] = block_min(b);
+  block_dirty_.assign(block_min_.size(), 0);
+  dirty_blocks_.clear();
 }
 
 void Network::compact_shares() {
   std::size_t kept = 0;
-  for (std::size_t i = 0; i < shares_.size(); ++i) {
+  for (std::size_t i = 0; i < share_links_.size(); ++i) {
     if (shares_[i] == kNoShare) continue;
     shares_[kept] = shares_[i];
     share_links_[kept] = share_links_[i];
@@ -265,6 +306,7 @@ void Network::compact_shares() {
   }
   shares_.resize(kept);
   share_links_.resize(kept);
+  rebuild_blocks();
 }
 
 void Network::reshare_component(FlowId seed) {

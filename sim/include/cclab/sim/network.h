@@ -190,11 +190,30 @@ class Network {
   std::vector<FlowId> deferred_, seeds_;
   bool reshare_queued_ = false;
   // Progressive filling: per link of the component that had flows, in the
-  // component's order, its residual / unfrozen (kNoShare once none is left).
+  // component's order, its residual / unfrozen (kNoShare once none is left,
+  // and as padding to a multiple of 4), and the minimum of each block of
+  // kShareBlock of them, refreshed for the blocks whose shares changed since
+  // the last round: a round reads the block minima and one block, not every
+  // share (a flow's links sit close together in the component's order, so
+  // freezing it dirties few blocks).
   static constexpr double kNoShare = std::numeric_limits<double>::infinity();
-  std::vector<double> shares_;
+  static constexpr std::uint32_t kShareBlock = 32;
+  std::vector<double> shares_, block_min_;
+  std::vector<std::uint8_t> block_dirty_;
+  std::vector<std::uint32_t> dirty_blocks_;
   std::vector<LinkId> share_links_;
-  double min_share() const;
+  void set_share(std::uint32_t pos, double share) {
+    shares_[pos] = share;
+    if (block_min_.empty()) return;
+    const std::uint32_t block = pos / kShareBlock;
+    if (block_dirty_[block]) return;
+    block_dirty_[block] = 1;
+    dirty_blocks_.push_back(block);
+  }
+  // The place of the smallest share, the earliest on a tie.
+  std::uint32_t min_share_pos();
+  double block_min(std::size_t block) const;
+  void rebuild_blocks();
   void compact_shares();
 };
 
