@@ -131,14 +131,21 @@ void add_calibrate_command(CLI::App& app) {
       "with the measurements");
   cmd->add_option("records", flags->records,
                   "cclab bench --json records to fit together (one backend and machine; a record "
-                  "of 3 or more ranks lets the per-message overhead be fitted)")
-      ->required();
+                  "of 3 or more ranks lets the per-message overhead be fitted)");
   cmd->add_option("--validate", flags->validate,
                   "Records (e.g. other rank counts) to predict with the fitted links, unfitted");
   cmd->add_option("--topology", flags->topology,
                   "Fit nothing: predict every record on this topology (a cclab sim generator "
                   "spec or JSON file), with each record's eager limit and pair ordering");
-  cmd->callback([flags] { run_calibrate(*flags); });
+  cmd->callback([flags] {
+    // CLI11's own words for a missing positional ("records is required") name
+    // neither what a record is nor where one comes from.
+    if (flags->records.empty())
+      throw InvalidArgument(
+          "records: none given (allowed: one or more `cclab bench --json` files, e.g. cclab "
+          "calibrate run.json)");
+    run_calibrate(*flags);
+  });
 }
 
 }  // namespace cclab::sim

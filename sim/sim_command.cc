@@ -184,7 +184,7 @@ void print_row(const Topology& t, const Row& r, CollectiveKind kind, int ranks) 
 }
 
 void write_json(const std::string& path, const SimFlags& f, const Topology& t, int ranks, int group,
-                const std::vector<Row>& rows) {
+                const std::vector<Row>& rows, const std::vector<std::string>& skipped) {
   nlohmann::json out_rows = nlohmann::json::array();
   for (const Row& r : rows)
     out_rows.push_back(
@@ -218,7 +218,8 @@ void write_json(const std::string& path, const SimFlags& f, const Topology& t, i
       {"step_factor", f.step_factor},
       {"chunks", coll::parse_chunk_list(f.chunks, "--chunks")},
       {"hier_group_size", group > 0 ? group : coll::default_group_size(ranks)},
-      {"hier_inner", coll::join_names(inners_of(f))}};
+      {"hier_inner", coll::join_names(inners_of(f))},
+      {"skipped", skipped}};  // candidates --inner all left out, and why
   const nlohmann::json record = {
       {"tool", "cclab sim"}, {"config", config}, {"rows", std::move(out_rows)}};
   std::ofstream out(path);
@@ -385,7 +386,7 @@ void run_sim(const SimFlags& f) {
   if (!f.trace_path.empty()) trace.emplace(f.trace_path, topo);
   const auto rows =
       sweep(f, candidates, topo, ranks, group, lo, hi, trace ? &trace->writer : nullptr);
-  if (!f.json_path.empty()) write_json(f.json_path, f, topo, ranks, group, rows);
+  if (!f.json_path.empty()) write_json(f.json_path, f, topo, ranks, group, rows, skipped);
   if (trace) trace->finish();
   if (!f.tune_path.empty()) write_tuning_table(f, topo, ranks, group, rows);
 }

@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
-"""`cclab sim --trace` streams: a 43 MB trace (a 64-rank ring in 12 chunks on an
-8x8 torus, 16 MiB) is written under a 256 MiB address-space limit, where
+"""The files `cclab sim` writes.
+
+--trace streams: a 43 MB trace (a 64-rank ring in 12 chunks on an 8x8
+torus, 16 MiB) is written under a 256 MiB address-space limit, where
 building it in memory first took 500 MB, and the file is a whole Chrome trace
 of the row: every rank's slices lie within the row's predicted time and every
 link's utilisation within [0, 1]. A write that fails is an error naming
 --trace, and a device given as the trace stays.
 
-    trace_cli_test.py CCLAB_BINARY
+--json says which candidates `--inner all` left out, and why, beside the
+rows of those that ran.
+
+    output_files_test.py CCLAB_BINARY
 """
 
 import json
@@ -62,6 +67,39 @@ class TraceStreams(unittest.TestCase):
         self.assertEqual(p.stderr, "cclab: --trace: cannot write '/dev/full'\n")
         self.assertTrue(os.path.exists("/dev/full"))
         self.assertFalse(os.path.isfile("/dev/full"))
+
+
+
+class JsonRecord(unittest.TestCase):
+    def test_skipped_candidates_are_listed_and_have_no_rows(self):
+        # 3 groups of 2: all-gather's hier cannot run hd between them.
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "rows.json")
+            p = subprocess.run(
+                [CCLAB, "sim", "--topology", "nodes:nodes=3,gpus=2", "--coll", "allgather",
+                 "--algo", "hier", "--inner", "all", "-b", "1K", "-e", "4K", "--json", path],
+                capture_output=True, text=True, timeout=60)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            with open(path) as f:
+                doc = json.load(f)
+        skipped = doc["config"]["skipped"]
+        self.assertEqual(len(skipped), 1, skipped)
+        self.assertTrue(skipped[0].startswith("hier/hd skipped: hd between the groups"), skipped)
+        self.assertEqual({r["algo"] for r in doc["rows"]}, {"hier"})
+        self.assertEqual(len(doc["rows"]), 2)  # 1 KiB and 4 KiB, ring between the groups
+
+    def test_nothing_skipped_is_an_empty_list(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "rows.json")
+            p = subprocess.run(
+                [CCLAB, "sim", "--topology", "nodes:nodes=4,gpus=2", "--coll", "allgather",
+                 "--algo", "hier", "--inner", "all", "-b", "1K", "-e", "1K", "--json", path],
+                capture_output=True, text=True, timeout=60)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            with open(path) as f:
+                doc = json.load(f)
+        self.assertEqual(doc["config"]["skipped"], [])
+        self.assertEqual(len(doc["rows"]), 2)  # hier and hier/hd
 
 
 if __name__ == "__main__":
