@@ -70,18 +70,23 @@ class TraceStreams(unittest.TestCase):
 
 
 
+def sim_json(args):
+    """The --json record of `cclab sim ARGS` (which must succeed)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "rows.json")
+        p = subprocess.run([CCLAB, "sim"] + args + ["--json", path], capture_output=True,
+                           text=True, timeout=60)
+        if p.returncode != 0:
+            raise AssertionError(f"cclab sim {' '.join(args)}: exit {p.returncode}\n{p.stderr}")
+        with open(path) as f:
+            return json.load(f)
+
+
 class JsonRecord(unittest.TestCase):
     def test_skipped_candidates_are_listed_and_have_no_rows(self):
         # 3 groups of 2: all-gather's hier cannot run hd between them.
-        with tempfile.TemporaryDirectory() as tmp:
-            path = os.path.join(tmp, "rows.json")
-            p = subprocess.run(
-                [CCLAB, "sim", "--topology", "nodes:nodes=3,gpus=2", "--coll", "allgather",
-                 "--algo", "hier", "--inner", "all", "-b", "1K", "-e", "4K", "--json", path],
-                capture_output=True, text=True, timeout=60)
-            self.assertEqual(p.returncode, 0, p.stderr)
-            with open(path) as f:
-                doc = json.load(f)
+        doc = sim_json(["--topology", "nodes:nodes=3,gpus=2", "--coll", "allgather", "--algo",
+                        "hier", "--inner", "all", "-b", "1K", "-e", "4K"])
         skipped = doc["config"]["skipped"]
         self.assertEqual(len(skipped), 1, skipped)
         self.assertTrue(skipped[0].startswith("hier/hd skipped: hd between the groups"), skipped)
@@ -89,15 +94,8 @@ class JsonRecord(unittest.TestCase):
         self.assertEqual(len(doc["rows"]), 2)  # 1 KiB and 4 KiB, ring between the groups
 
     def test_nothing_skipped_is_an_empty_list(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            path = os.path.join(tmp, "rows.json")
-            p = subprocess.run(
-                [CCLAB, "sim", "--topology", "nodes:nodes=4,gpus=2", "--coll", "allgather",
-                 "--algo", "hier", "--inner", "all", "-b", "1K", "-e", "1K", "--json", path],
-                capture_output=True, text=True, timeout=60)
-            self.assertEqual(p.returncode, 0, p.stderr)
-            with open(path) as f:
-                doc = json.load(f)
+        doc = sim_json(["--topology", "nodes:nodes=4,gpus=2", "--coll", "allgather", "--algo",
+                        "hier", "--inner", "all", "-b", "1K", "-e", "1K"])
         self.assertEqual(doc["config"]["skipped"], [])
         self.assertEqual(len(doc["rows"]), 2)  # hier and hier/hd
 
