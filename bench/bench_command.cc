@@ -171,8 +171,8 @@ int run_bench(BenchConfig config, std::ostream& out, std::ostream& err, const Be
   if (backend->ranks() != config.ranks)  // e.g. NCCL: one rank per GPU, fewer than asked
     err << "cclab: bench: " << config.placement << '\n';
   config.ranks = backend->ranks();
-  require_buffer_memory(config, backend->ranks_on_host(),
-                        backend->memory(backend->rank())->host_visible());
+  require_sweep_memory(config, backend->ranks_on_host(), backend->shares_memory(),
+                       backend->memory(backend->rank())->host_visible());
   if (config.timing == Timing::kSpan && !backend->shares_clock()) {
     config.timing = Timing::kRank;
     if (backend->reports())

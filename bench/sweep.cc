@@ -473,13 +473,26 @@ RankBufferBytes rank_buffer_bytes(const BenchConfig& config, bool host_visible) 
   return b;
 }
 
-void require_buffer_memory(const BenchConfig& config, int ranks_here, bool host_visible) {
-  const double bytes = double(rank_buffer_bytes(config, host_visible).host(host_visible));
+void require_sweep_memory(const BenchConfig& config, int ranks_here, bool one_process,
+                          bool host_visible) {
+  const double buffers = double(rank_buffer_bytes(config, host_visible).host(host_visible));
+  const auto sizes = sweep_sizes(config);
   require_memory("-e/--maxbytes",
                  fmt::format("{} of {} bytes {} on the {} rank(s) this machine holds",
-                             coll::collective_name(config.coll), sweep_sizes(config).back().bytes,
+                             coll::collective_name(config.coll), sizes.back().bytes,
                              config.in_place ? "in place" : "out of place", ranks_here),
-                 bytes * ranks_here);
+                 buffers * ranks_here);
+  // Shared's slots (three clocks and a HostUse per rank, row and iteration)
+  // and every row's kept times; each process of a process backend has its own.
+  const std::size_t rows = config.ours().size() + config.peers.size();
+  const double slot = 3 * sizeof(double) + sizeof(HostUse);
+  const double timings = double(rows) * config.iters *
+                         (config.ranks * slot + double(sizes.size()) * sizeof(double)) *
+                         (one_process ? 1 : ranks_here);
+  require_memory("-n/--iters",
+                 fmt::format("{} timed iterations of {} row(s) a size on {} rank(s)", config.iters,
+                             rows, config.ranks),
+                 timings);
 }
 
 std::string algo_label(const SweepRow& row) {

@@ -69,9 +69,11 @@ struct RankBufferBytes {
 };
 RankBufferBytes rank_buffer_bytes(const BenchConfig& config, bool host_visible);
 
-// Refuses a sweep whose buffers alone cannot fit this machine's memory
-// (`ranks_here` ranks keep theirs in it), naming -e/--maxbytes.
-void require_buffer_memory(const BenchConfig& config, int ranks_here, bool host_visible);
+// Refuses a sweep whose buffers alone (`ranks_here` ranks keep theirs in this
+// machine's memory) cannot fit it, naming -e/--maxbytes, or whose timings
+// cannot (kept per process: one, or one per rank here), naming -n/--iters.
+void require_sweep_memory(const BenchConfig& config, int ranks_here, bool one_process,
+                          bool host_visible);
 
 // Runs the whole sweep in one backend.run() and returns the rows, size-major.
 // Every rank of a process backend calls it; `quiet` matters on rank 0 only.

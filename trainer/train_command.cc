@@ -148,9 +148,10 @@ void run_threads(const TrainFlags& f) {
     };
     return run_bench(f.config, "threads", {1, 2, 4}, run, &std::cout);
   }
-  coll::ThreadsWorld world(f.ranks, coll::ThreadsOptions{timeout});
   TrainConfig config = f.config;
   config.replicas_on_host = f.ranks;
+  require_model_memory(config);
+  coll::ThreadsWorld world(f.ranks, coll::ThreadsOptions{timeout});
   TrainResult chief;
   std::mutex mu;
   world.run([&](coll::Communicator& comm) {
@@ -186,6 +187,10 @@ void run_gloo(const TrainFlags& f) {
   g.host = !f.bind.empty() ? f.bind : env("CCLAB_BIND").value_or(id->host);
   g.host_name = id->host;  // groups for hier and auto: TF_CONFIG's hosts, else the hostname
   g.timeout = std::chrono::milliseconds(f.timeout_ms);
+  // Before rendezvous, so that no rank of this job is generating the data yet.
+  TrainConfig config = f.config;
+  config.replicas_on_host = id->local_world_size;
+  if (!f.bench) require_model_memory(config);
   auto comm = coll::make_gloo_communicator(g);
   if (f.bench) {
     if (f.config.data_dir.empty())
@@ -196,8 +201,6 @@ void run_gloo(const TrainFlags& f) {
     return run_bench(f.config, "gloo", {comm->size()}, run,
                      comm->rank() == 0 ? &std::cout : nullptr);
   }
-  TrainConfig config = f.config;
-  config.replicas_on_host = id->local_world_size;
   const auto r = train_worker(*comm, config, task_from_env(env, id->rank), &std::cout);
   if (comm->rank() == 0) print_final(r);
 }

@@ -40,9 +40,27 @@ nlohmann::json job_identity(const TrainConfig& c, const std::vector<int>& sizes,
           {"learning_rate", c.learning_rate}};
 }
 
+// Refuses a model of these layer sizes whose parameters cannot fit this
+// machine, before they are allocated.
+void require_memory_for(const TrainConfig& c, const std::vector<int>& sizes) {
+  double parameters = 0;
+  for (std::size_t l = 0; l + 1 < sizes.size(); ++l)
+    parameters += (double(sizes[l]) + 1) * double(sizes[l + 1]);  // kernel and bias
+  // Values and gradients, and Adam's two moments.
+  const int copies = c.optimizer == OptimizerKind::kAdam ? 4 : 2;
+  require_memory(
+      "--hidden",
+      fmt::format("a model of {:.3g} parameters ({} copies of 4 bytes: values, "
+                  "gradients{}) for {} replica(s) on this machine",
+                  parameters, copies, copies == 4 ? ", Adam's moments" : "", c.replicas_on_host),
+      parameters * 4 * copies * c.replicas_on_host);
+}
+
+bool data_missing(const fs::path& dir) { return !fs::exists(dir) || fs::is_empty(dir); }
+
 // The chief generates the built-in set into an empty or missing --data directory.
 void ensure_data(coll::Communicator& comm, const TrainConfig& c, std::ostream* log) {
-  if (comm.rank() == 0 && (!fs::exists(c.data_dir) || fs::is_empty(c.data_dir))) {
+  if (comm.rank() == 0 && data_missing(c.data_dir)) {
     GenerateOptions g;
     g.seed = c.seed;
     try {
@@ -181,8 +199,6 @@ class Job {
 
  private:
   void build();
-  // Refuses a model whose parameters cannot fit this machine, before allocating them.
-  void require_model_memory(const std::vector<int>& sizes) const;
   void train_epoch();
   void backup(const Position& at);
   void report_epoch(const EpochTotals& mine, double seconds, std::int64_t steps);
@@ -229,7 +245,7 @@ void Job::build() {
   std::vector<int> sizes{source.dim};
   sizes.insert(sizes.end(), c_.hidden.begin(), c_.hidden.end());
   sizes.push_back(source.classes);
-  require_model_memory(sizes);
+  require_memory_for(c_, sizes);
   {
     // Each replica draws its own initial values; the scope's broadcast makes them the chief's.
     Rng init(derive_seed(c_.seed, kSeedInit, std::uint64_t(comm_.rank())));
@@ -249,20 +265,6 @@ void Job::build() {
   for (const auto& [bytes, chosen] : strategy_.bucket_algorithms())
     say("gradient bucket of {} bytes: all-reduce {} ({})", bytes,
         coll::candidate_label(chosen.config), chosen.reason);
-}
-
-void Job::require_model_memory(const std::vector<int>& sizes) const {
-  double parameters = 0;
-  for (std::size_t l = 0; l + 1 < sizes.size(); ++l)
-    parameters += (double(sizes[l]) + 1) * double(sizes[l + 1]);  // kernel and bias
-  // Values and gradients, and Adam's two moments.
-  const int copies = c_.optimizer == OptimizerKind::kAdam ? 4 : 2;
-  require_memory(
-      "--hidden",
-      fmt::format("a model of {:.3g} parameters ({} copies of 4 bytes: values, "
-                  "gradients{}) for {} replica(s) on this machine",
-                  parameters, copies, copies == 4 ? ", Adam's moments" : "", c_.replicas_on_host),
-      parameters * 4 * copies * c_.replicas_on_host);
 }
 
 void Job::backup(const Position& at) {
@@ -388,6 +390,19 @@ TrainResult train_worker(coll::Communicator& comm, const TrainConfig& config, co
   }
   Job job(comm, config, task, log);
   return job.run();
+}
+
+void require_model_memory(const TrainConfig& config) {
+  GenerateOptions built_in;
+  int dim = built_in.dim, classes = built_in.classes;
+  if (!data_missing(config.data_dir)) {
+    const DataSource source = open_source(config.data_dir);
+    dim = source.dim, classes = source.classes;
+  }
+  std::vector<int> sizes{dim};
+  sizes.insert(sizes.end(), config.hidden.begin(), config.hidden.end());
+  sizes.push_back(classes);
+  require_memory_for(config, sizes);
 }
 
 std::string final_line(const TrainResult& r) {

@@ -54,6 +54,13 @@ struct TrainResult {
   CommStats comm;
 };
 
+// Refuses, before any data is generated or any replica starts, a model for
+// the data in config.data_dir (or the built-in set that would be generated
+// there) whose parameters cannot fit this machine for config.replicas_on_host
+// replicas; InvalidArgument names --hidden. train_worker() checks again once
+// the data is there.
+void require_model_memory(const TrainConfig& config);
+
 // Runs the job on one replica; every replica of the communicator calls it.
 // Progress lines go to `log` on the chief (nullptr: silent).
 TrainResult train_worker(coll::Communicator& comm, const TrainConfig& config, const TaskInfo& task,
