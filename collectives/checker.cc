@@ -4,7 +4,9 @@
 // remain is a deadlock.
 #include "cclab/collectives/checker.h"
 
+#include <algorithm>
 #include <deque>
+#include <numeric>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -24,6 +26,8 @@ using detail::SetPtr;
 struct Violation {
   std::string what;
 };
+// CheckOptions::max_steps ran out.
+struct BudgetSpent {};
 
 // A buffer region resolved to storage: in place, input and output share one.
 struct Span {
@@ -89,6 +93,11 @@ class Checker {
   std::vector<Piece> a_, b_, c_;  // reused piece lists
   detail::SetArena arena_;
   bool dense_ = true;
+  // Ranks with a step finished since the round began: the only ones that can
+  // issue more in the next (a rank waits on its own steps alone). Visiting
+  // every rank every round cost ranks x rounds: ring at 100,000 ranks.
+  std::vector<int> woken_;
+  std::vector<char> is_woken_;
 };
 
 std::uint64_t pair_key(int from, int to) {
@@ -202,6 +211,7 @@ bool Checker::issue_ready(int r) {
 void Checker::issue(int r) {
   RankState& st = ranks_[r];
   const Step s = st.next;
+  if (opt_.max_steps > 0 && result_.steps == opt_.max_steps) throw BudgetSpent{};
   const std::int64_t id = st.next_id++;
   st.done.push_back(0);
   ++st.incomplete;
@@ -254,6 +264,7 @@ void Checker::finish(int r, std::int64_t id) {
   RankState& st = ranks_[r];
   st.done[id] = 1;
   --st.incomplete;
+  if (!is_woken_[r]) is_woken_[r] = 1, woken_.push_back(r);
   std::erase_if(st.inflight, [id](const Access& a) { return a.id == id; });
 }
 
@@ -361,9 +372,12 @@ CheckResult Checker::run() {
         shape_.input_count() + shape_.output_count() + sched_.scratch_count();
     dense_ = per_rank * shape_.ranks <= (16u << 20);
     for (int r = 0; r < shape_.ranks; ++r) init_rank(r);
+    is_woken_.assign(shape_.ranks, 0);
+    std::vector<int> visit(shape_.ranks);
+    std::iota(visit.begin(), visit.end(), 0);
     for (;;) {
       bool progress = false;
-      for (int r = 0; r < shape_.ranks; ++r) {
+      for (int r : visit) {
         RankState& st = ranks_[r];
         while (st.has_next && issue_ready(r)) {
           issue(r);
@@ -375,6 +389,11 @@ CheckResult Checker::run() {
       progress |= complete_matches();
       ++result_.rounds;
       if (!progress) break;
+      // Next round, in rank order as before: the woken ones.
+      visit.swap(woken_);
+      woken_.clear();
+      for (int r : visit) is_woken_[r] = 0;
+      std::sort(visit.begin(), visit.end());
     }
     for (int r = 0; r < shape_.ranks; ++r)
       if (ranks_[r].has_next) throw Violation{deadlock_report()};
@@ -394,6 +413,11 @@ CheckResult Checker::run() {
   } catch (const Violation& v) {
     result_.ok = false;
     result_.error = v.what;
+  } catch (const BudgetSpent&) {
+    result_.ok = false;
+    result_.stopped = true;
+    result_.error =
+        fmt::format("stopped after {} steps, before the schedule ended: not proved", result_.steps);
   }
   return result_;
 }

@@ -3,6 +3,7 @@
 #include <bit>
 #include <functional>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "cclab/collectives/algorithms.h"
@@ -89,6 +90,29 @@ TEST(Checker, HierarchicalReduceScatterAndAllGatherWithEveryGroupSize) {
                             {Algorithm::kHierarchical, chunks, g, Algorithm::kHalvingDoubling});
           }
       }
+}
+
+// A budget of steps stops a check unproved, at exactly that many steps; one
+// that covers the whole schedule changes nothing. Direct all-reduce issues
+// all its n(n-1) sends in the first round, so its budget runs out mid-round.
+TEST(Checker, MaxStepsStopsUnprovedAtTheBudget) {
+  for (Algorithm algo : {Algorithm::kRing, Algorithm::kDirect}) {
+    const auto s = make_schedule({CollectiveKind::kAllReduce, 16, 1000}, {algo, 1});
+    const CheckResult whole = check_schedule(*s);
+    ASSERT_TRUE(whole.ok) << whole.error;
+    EXPECT_GT(whole.transfers, 16u * 14);  // ring: 2(n-1) a rank; direct: (n-1)
+    const CheckResult enough = check_schedule(*s, {false, whole.steps});
+    EXPECT_TRUE(enough.ok) << enough.error;
+    EXPECT_FALSE(enough.stopped);
+    EXPECT_EQ(enough.steps, whole.steps);
+    const std::uint64_t half = whole.steps / 2;
+    const CheckResult cut = check_schedule(*s, {false, half});
+    EXPECT_FALSE(cut.ok);
+    EXPECT_TRUE(cut.stopped);
+    EXPECT_EQ(cut.steps, half);
+    EXPECT_NE(cut.error.find(fmt::format("stopped after {} steps", half)), std::string::npos)
+        << cut.error;
+  }
 }
 
 TEST(Checker, LargeRing) {

@@ -22,6 +22,11 @@ namespace cclab::coll {
 
 struct CheckOptions {
   bool in_place = false;
+  // Stop once this many steps have been issued (0: no limit). The checker
+  // keeps every issued transfer's contents until it completes, so a schedule
+  // of n^2 steps (ring, direct) at many thousands of ranks would otherwise run
+  // for hours and out of memory.
+  std::uint64_t max_steps = 0;
 };
 
 struct CheckResult {
@@ -30,6 +35,7 @@ struct CheckResult {
   std::uint64_t steps = 0;      // steps executed over all ranks
   std::uint64_t transfers = 0;  // matched send/receive pairs
   std::uint64_t rounds = 0;     // issue-then-complete rounds until done
+  bool stopped = false;         // max_steps ran out first: neither proved nor refuted (!ok)
 };
 
 CheckResult check_schedule(const Schedule& schedule, const CheckOptions& options = {});
