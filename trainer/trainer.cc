@@ -56,6 +56,14 @@ void require_memory_for(const TrainConfig& c, const std::vector<int>& sizes) {
       parameters * 4 * copies * c.replicas_on_host);
 }
 
+// The model's layer sizes: the data's features, --hidden, the data's classes.
+std::vector<int> layer_sizes(const TrainConfig& c, int dim, int classes) {
+  std::vector<int> sizes{dim};
+  sizes.insert(sizes.end(), c.hidden.begin(), c.hidden.end());
+  sizes.push_back(classes);
+  return sizes;
+}
+
 bool data_missing(const fs::path& dir) { return !fs::exists(dir) || fs::is_empty(dir); }
 
 // The chief generates the built-in set into an empty or missing --data directory.
@@ -242,9 +250,7 @@ void Job::build() {
         "shard policy {})",
         c_.per_replica_batch, data_->shard_size(0), comm_.size(),
         shard_policy_name(data_->policy())));
-  std::vector<int> sizes{source.dim};
-  sizes.insert(sizes.end(), c_.hidden.begin(), c_.hidden.end());
-  sizes.push_back(source.classes);
+  const std::vector<int> sizes = layer_sizes(c_, source.dim, source.classes);
   require_memory_for(c_, sizes);
   {
     // Each replica draws its own initial values; the scope's broadcast makes them the chief's.
@@ -399,10 +405,7 @@ void require_model_memory(const TrainConfig& config) {
     const DataSource source = open_source(config.data_dir);
     dim = source.dim, classes = source.classes;
   }
-  std::vector<int> sizes{dim};
-  sizes.insert(sizes.end(), config.hidden.begin(), config.hidden.end());
-  sizes.push_back(classes);
-  require_memory_for(config, sizes);
+  require_memory_for(config, layer_sizes(config, dim, classes));
 }
 
 std::string final_line(const TrainResult& r) {
