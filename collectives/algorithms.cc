@@ -175,6 +175,25 @@ Algorithm parse_algorithm(std::string_view name, std::string_view what) {
       fmt::format("{}: unknown algorithm '{}' (allowed: {})", what, name, algorithm_names()));
 }
 
+std::vector<Algorithm> parse_algorithm_list(std::string_view list, CollectiveKind kind,
+                                            std::string_view what) {
+  const auto every = algorithms_for(kind);
+  std::vector<Algorithm> out;
+  for (const std::string_view item : split_list(list)) {
+    if (item == "all") {
+      out.insert(out.end(), every.begin(), every.end());
+      continue;
+    }
+    const Algorithm a = parse_algorithm(item, what);
+    if (!supports(kind, a))
+      throw InvalidArgument(fmt::format("{}: '{}' does not apply to {} (allowed: {}, auto, all)",
+                                        what, algorithm_name(a), collective_name(kind),
+                                        join_names(every, ", ")));
+    out.push_back(a);
+  }
+  return out;
+}
+
 namespace {
 
 // "ring, tree, hd, direct": the names of inner_algorithms(), for messages.

@@ -58,14 +58,6 @@ void validate(const CheckArgs& a, int lo) {
         "--root: {} is not a rank of every count in --ranks (allowed: 0 to {})", a.root, lo - 1));
 }
 
-std::vector<Algorithm> parse_algos(const std::string& list, CollectiveKind kind) {
-  if (list == "all") return algorithms_for(kind);
-  std::vector<Algorithm> out;
-  for (const std::string_view item : split_list(list))
-    out.push_back(parse_algorithm(item, "--algo"));
-  return out;
-}
-
 // Checks one schedule both ways; the number that failed or were stopped by
 // --max-steps (neither is a proof).
 int check_both_ways(const CheckArgs& a, const CollectiveShape& shape, AlgoConfig cfg) {
@@ -120,7 +112,7 @@ std::vector<std::pair<Algorithm, Algorithm>> pairs_to_check(const CheckArgs& a,
                                                             CollectiveKind kind) {
   std::vector<std::pair<Algorithm, Algorithm>> out;
   const auto inners = parse_inner_list(a.inner, "--inner", kind);
-  for (Algorithm algo : parse_algos(a.algos, kind)) {
+  for (Algorithm algo : parse_algorithm_list(a.algos, kind, "--algo")) {
     if (algo != Algorithm::kHierarchical) {
       out.emplace_back(algo, inners.front());
       continue;

@@ -44,6 +44,29 @@
 #include "cclab/collectives/algorithms.h"
 
 namespace cclab::coll::detail {
+namespace {
+
+// The first step at or after s of a ring of n positions whose send or
+// receive moves data, or n - 1 when none is left. Only the positions q with
+// q mod n < live have data (a Partition's non-empty pieces come first);
+// `sent` is the position step s sends, and each step sends the one before
+// and receives the one before that. Below n elements most steps move
+// nothing, and visiting them all made a rank's program quadratic in n.
+int next_live_step(int n, int s, int sent, std::uint64_t live) {
+  if (live >= static_cast<std::uint64_t>(n)) return s;
+  if (live == 0) return n - 1;
+  const auto wait = [live](int q) {
+    return std::uint64_t(q) < live ? 0 : std::uint64_t(q) - live + 1;
+  };
+  const std::uint64_t skip = std::min(wait(mod(sent, n)), wait(mod(sent - 1, n)));
+  return static_cast<int>(std::min<std::uint64_t>(std::uint64_t(s) + skip, std::uint64_t(n - 1)));
+}
+
+// How many of a Partition's pieces hold data.
+std::uint64_t live_pieces(const Partition& p) { return std::min(p.count, p.parts); }
+
+}  // namespace
+
 Program ring_reduce_scatter(RingReduceScatter p) {
   Emitter e("reduce-scatter", p.frame);
   if (p.n == 1) {
@@ -54,7 +77,11 @@ Program ring_reduce_scatter(RingReduceScatter p) {
   const int right = p.ranks(mod(p.me + 1, p.n)), left = p.ranks(mod(p.me - 1, p.n));
   // Id of the receive that last filled chunk c of the shard about to be sent.
   std::vector<std::int64_t> prev(p.chunks, -1), cur(p.chunks, -1);
-  for (int s = 0; s < p.n - 1; ++s) {
+  // A step skipped moved nothing, so the step after it sends nothing either.
+  const auto live_from = [&](int s) {
+    return next_live_step(p.n, s, p.me - s - 1, live_pieces(p.shards));
+  };
+  for (int s = live_from(0); s < p.n - 1; s = live_from(s + 1)) {
     const int send_shard = mod(p.me - s - 1, p.n), recv_shard = mod(p.me - s - 2, p.n);
     const Partition send_chunks{p.shards.size(send_shard), std::uint64_t(p.chunks)};
     const Partition recv_chunks{p.shards.size(recv_shard), std::uint64_t(p.chunks)};
@@ -84,7 +111,10 @@ Program ring_all_gather(RingAllGather p) {
   Emitter e("all-gather", p.frame);
   const int right = p.ranks(mod(p.me + 1, p.n)), left = p.ranks(mod(p.me - 1, p.n));
   std::vector<std::int64_t> prev(p.chunks, -1), cur(p.chunks, -1);
-  for (int s = 0; s < p.n - 1; ++s) {
+  const auto live_from = [&](int s) {
+    return next_live_step(p.n, s, p.me - s, live_pieces(p.shards));
+  };
+  for (int s = live_from(0); s < p.n - 1; s = live_from(s + 1)) {
     const int send_shard = mod(p.me - s, p.n), recv_shard = mod(p.me - s - 1, p.n);
     const Partition send_chunks{p.shards.size(send_shard), std::uint64_t(p.chunks)};
     const Partition recv_chunks{p.shards.size(recv_shard), std::uint64_t(p.chunks)};
@@ -139,6 +169,12 @@ struct RailRings {
   int position(int c, int rank) const {
     return rings == 1 ? rank : rank / g * g + mod(rank % g - c, g);
   }
+  // Positions q mod n < live(c) have data in ring c (next_live_step).
+  std::uint64_t live(int c) const {
+    const Partition parts{count, std::uint64_t(rings)};
+    if (blocks) return parts.size(c) > 0 ? std::uint64_t(n) : 0;
+    return live_pieces({parts.size(c), std::uint64_t(n)});
+  }
   // Ring c's part of position q's shard, chunk k of `chunks`.
   Region piece(int c, int q, int k, int chunks, BufferId buffer) const {
     const Partition parts{count, std::uint64_t(rings)};
@@ -167,6 +203,7 @@ struct BlockRings {
 
   int rank_at(int, int p) const { return ranks(mod(p, n)); }
   int position(int, int rank) const { return (rank - ranks.base) / ranks.stride; }
+  std::uint64_t live(int) const { return count > 0 ? std::uint64_t(n) : 0; }
   Region piece(int c, int q, int k, int chunks, BufferId buffer) const {
     const auto block = static_cast<std::uint64_t>(base + c * ring_stride + mod(q, n) * pos_stride);
     const Partition cp{count, std::uint64_t(chunks)};
@@ -191,8 +228,21 @@ Program rings_phase(Rings r, int me, int chunks, bool reduce, RingsBuffers b, Em
   const std::size_t width = static_cast<std::size_t>(r.rings) * static_cast<std::size_t>(chunks);
   // Per ring and chunk: the receive that last filled what is sent next.
   std::vector<std::int64_t> prev(width, -1), cur(width, -1);
-  for (int s = 0; s < r.n - 1; ++s) {
-    for (std::size_t i = 0; i < width; ++i) {
+  // The rings with any data come first (a Partition's pieces do), and the
+  // rest emit nothing: below `rings` elements most of them.
+  int live_rings = 0;
+  while (live_rings < r.rings && r.live(live_rings) > 0) ++live_rings;
+  const std::size_t live_width = static_cast<std::size_t>(live_rings) * chunks;
+  // The first step from s on where any ring moves data.
+  const auto live_from = [&](int s) {
+    int next = r.n - 1;
+    for (int c = 0; c < live_rings; ++c)
+      next = std::min(next,
+                      next_live_step(r.n, s, r.position(c, me) - s - (reduce ? 1 : 0), r.live(c)));
+    return next;
+  };
+  for (int s = live_from(0); s < r.n - 1; s = live_from(s + 1)) {
+    for (std::size_t i = 0; i < live_width; ++i) {
       const int c = static_cast<int>(i / chunks), k = static_cast<int>(i % chunks);
       const int pos = r.position(c, me);
       const int right = r.rank_at(c, pos + 1), left = r.rank_at(c, pos - 1);

@@ -408,6 +408,34 @@ TEST(LazyPrograms, HierarchicalOf16384RanksAllocatesLittle) {
   EXPECT_LT(g_heap_bytes.load() - before, 16u * 1024);
 }
 
+// Below n elements most ring steps move nothing and are skipped without being
+// visited (next_live_step). Whatever is skipped, each element still makes
+// n-1 hops around its ring in each phase: 2 m (n-1) sends and as many
+// receives over all ranks for m elements, however they fall into rings and
+// chunks, and one fence per rank between the phases.
+TEST(LazyPrograms, RingsBelowOneElementARankSendEachElementAroundTheRing) {
+  for (const int n : {8, 64, 1000})
+    for (const std::uint64_t m : {std::uint64_t(1), std::uint64_t(3), std::uint64_t(n - 1)})
+      for (const Algorithm algo : {Algorithm::kRing, Algorithm::kRings})
+        for (const int chunks : {1, 3}) {
+          const auto sched = make_schedule({CollectiveKind::kAllReduce, n, m}, {algo, chunks, 8});
+          std::uint64_t sends = 0, recvs = 0, fences = 0;
+          for (int r = 0; r < n; ++r)
+            for (auto p = sched->program(r); p.next();) {
+              const StepKind k = p.value().kind;
+              sends += k == StepKind::kSend;
+              recvs += k == StepKind::kRecv || k == StepKind::kRecvReduce;
+              fences += k == StepKind::kFence;
+            }
+          const std::uint64_t hops = 2 * m * std::uint64_t(n - 1);
+          const auto what =
+              fmt::format("{} n {} m {} chunks {}", algorithm_name(algo), n, m, chunks);
+          EXPECT_EQ(sends, hops) << what;
+          EXPECT_EQ(recvs, hops) << what;
+          EXPECT_EQ(fences, std::uint64_t(n)) << what;
+        }
+}
+
 TEST(MakeSchedule, RejectsBadArgumentsNamingTheField) {
   const auto msg = [](auto fn) { return cclab::test::error_of(fn); };
   EXPECT_NE(msg([] {

@@ -88,27 +88,6 @@ std::uint64_t parse_size(const std::string& text, const char* flag) {
   return std::stoull(text.substr(0, digits)) << shift;
 }
 
-// --algo: names, `all` standing for every algorithm of the collective.
-std::vector<Algorithm> parse_algos(const std::string& list, CollectiveKind kind) {
-  const auto every = coll::algorithms_for(kind);
-  std::string allowed;
-  for (Algorithm a : every) allowed += fmt::format("{}, ", coll::algorithm_name(a));
-  std::vector<Algorithm> out;
-  for (const std::string_view item : coll::split_list(list)) {
-    if (item == "all") {
-      out.insert(out.end(), every.begin(), every.end());
-      continue;
-    }
-    const Algorithm a = coll::parse_algorithm(item, "--algo");
-    if (!coll::supports(kind, a))
-      throw InvalidArgument(fmt::format("--algo: '{}' does not apply to {} (allowed: {}auto, all)",
-                                        coll::algorithm_name(a), coll::collective_name(kind),
-                                        allowed));
-    out.push_back(a);
-  }
-  return out;
-}
-
 // --inner: what hier runs between groups (all-reduce: the flat all-reduces;
 // reduce-scatter and all-gather: ring, hd).
 std::vector<Algorithm> inners_of(const SimFlags& f) {
@@ -121,7 +100,8 @@ std::vector<Candidate> make_candidates(const SimFlags& f) {
   const auto chunks = coll::parse_chunk_list(f.chunks, "--chunks");
   const auto inners = inners_of(f);
   std::vector<Candidate> out;
-  for (Algorithm a : parse_algos(f.algos, coll::parse_collective(f.coll, "--coll"))) {
+  for (Algorithm a :
+       coll::parse_algorithm_list(f.algos, coll::parse_collective(f.coll, "--coll"), "--algo")) {
     if (a == Algorithm::kAuto) {
       out.push_back({a, 1});
       continue;

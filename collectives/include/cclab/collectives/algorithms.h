@@ -67,6 +67,12 @@ Algorithm parse_inner(std::string_view name, std::string_view what);
 // "a,b,,c" -> {"a", "b", "", "c"}: the items of a comma list (views into
 // `list`), empty ones kept so that parsers refuse them by name.
 std::vector<std::string_view> split_list(std::string_view list);
+// "ring,hd" -> {kRing, kHalvingDoubling}: `kind`'s algorithms, `all` standing
+// for every one of them (algorithms_for) and `auto` for the selector's choice;
+// throws InvalidArgument naming `what` and the item, before anything runs,
+// for a name that is unknown or that `kind` has not (the sweeps' --algo).
+std::vector<Algorithm> parse_algorithm_list(std::string_view list, CollectiveKind kind,
+                                            std::string_view what);
 // "ring,tree" -> {kRing, kTree}: inner algorithms, each once (the sweeps'
 // --inner; `all` for every one); throws InvalidArgument naming `what` and the
 // item.
