@@ -142,15 +142,16 @@ void print_final(const TrainResult& r) { std::cout << final_line(r) << std::endl
 
 void run_threads(const TrainFlags& f) {
   const auto timeout = std::chrono::milliseconds(f.timeout_ms);
+  TrainConfig config = f.config;
+  const std::vector<int> bench_workers{1, 2, 4};
+  config.replicas_on_host = f.bench ? bench_workers.back() : f.ranks;
+  require_model_memory(config);
   if (f.bench) {
     const WorldRunner run = [&](int workers, const std::function<void(coll::Communicator&)>& fn) {
       coll::ThreadsWorld(workers, coll::ThreadsOptions{timeout}).run(fn);
     };
-    return run_bench(f.config, "threads", {1, 2, 4}, run, &std::cout);
+    return run_bench(config, "threads", bench_workers, run, &std::cout);
   }
-  TrainConfig config = f.config;
-  config.replicas_on_host = f.ranks;
-  require_model_memory(config);
   coll::ThreadsWorld world(f.ranks, coll::ThreadsOptions{timeout});
   TrainResult chief;
   std::mutex mu;
@@ -190,7 +191,7 @@ void run_gloo(const TrainFlags& f) {
   // Before rendezvous, so that no rank of this job is generating the data yet.
   TrainConfig config = f.config;
   config.replicas_on_host = id->local_world_size;
-  if (!f.bench) require_model_memory(config);
+  require_model_memory(config);
   auto comm = coll::make_gloo_communicator(g);
   if (f.bench) {
     if (f.config.data_dir.empty())
@@ -198,7 +199,7 @@ void run_gloo(const TrainFlags& f) {
     const WorldRunner run = [&](int, const std::function<void(coll::Communicator&)>& fn) {
       fn(*comm);
     };
-    return run_bench(f.config, "gloo", {comm->size()}, run,
+    return run_bench(config, "gloo", {comm->size()}, run,
                      comm->rank() == 0 ? &std::cout : nullptr);
   }
   const auto r = train_worker(*comm, config, task_from_env(env, id->rank), &std::cout);
