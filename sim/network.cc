@@ -126,7 +126,10 @@ void Network::activate(FlowId id) {
     links_[l].flows.push(id);
     alone_rate = links_[l].flows.size() == 1 ? std::min(alone_rate, links_[l].bw_bps) : -1;
   }
-  if (alone_rate <= 0) return defer_reshare(id);
+  if (alone_rate <= 0) {
+    links_[f.links()[0]].kept_below = -kNoShareF;  // an arrival: its component refills all
+    return defer_reshare(id);
+  }
   // Alone on its links (the common case in large runs): its rate is theirs
   // now, while its state is in cache; a flow joining it at this instant
   // defers a reshare of both.
@@ -143,6 +146,9 @@ std::uint64_t Network::finish(FlowId id) {
     link.bytes += f.bytes;
     if (!f.active) continue;
     link.flows.erase(id);
+    // The rates below f's on this link's component stand (fill_progressively).
+    link.kept_below =
+        link.flows.size() == 0 ? kNoShareF : std::min(link.kept_below, kept_below_for(f.rate));
     for (FlowId other : link.flows) defer_reshare(other);
   }
   if (f.active) --active_;
@@ -178,16 +184,18 @@ void Network::reshare_deferred() {
     if (flows_[s].active && flows_[s].stamp < first) reshare_component(s);
 }
 
-void Network::collect_component(FlowId seed) {
+double Network::collect_component(FlowId seed) {
   ++stamp_;
   comp_flows_.clear();
   comp_links_.clear();
   flows_[seed].stamp = stamp_;
   comp_flows_.push_back(seed);
+  float kept_below = kNoShareF;
   for (std::size_t i = 0; i < comp_flows_.size(); ++i) {
     for (LinkId l : flows_[comp_flows_[i]].links()) {
       if (links_[l].stamp == stamp_) continue;
       links_[l].stamp = stamp_;
+      kept_below = std::min(kept_below, std::exchange(links_[l].kept_below, kNoShareF));
       comp_links_.push_back(l);
       for (FlowId other : links_[l].flows)
         if (flows_[other].stamp != stamp_) {
@@ -196,9 +204,10 @@ void Network::collect_component(FlowId seed) {
         }
     }
   }
+  return kept_below == -kNoShareF ? kKeepNone : kept_below;
 }
 
-void Network::fill_progressively() {
+void Network::fill_progressively(double kept_below) {
   if (comp_flows_.size() == 1) {
     // A lone flow (the common case): the first round of the loop below gives
     // it the smallest bandwidth on its links, bw / 1, and ends.
@@ -209,12 +218,12 @@ void Network::fill_progressively() {
     flows_[comp_flows_[0]].rate = share;
     return;
   }
+  const std::size_t refill = kept_below == kKeepNone ? reset_all() : reset_above(kept_below);
+  if (refill == 0) return;
   shares_.clear();
   share_links_.clear();
   for (LinkId l : comp_links_) {
     LinkState& link = links_[l];
-    link.residual = link.bw_bps;
-    link.unfrozen = static_cast<std::int32_t>(link.flows.size());
     if (link.unfrozen == 0) continue;
     link.pos = static_cast<std::uint32_t>(shares_.size());
     shares_.push_back(link.residual / link.unfrozen);
@@ -222,8 +231,7 @@ void Network::fill_progressively() {
   }
   std::size_t live = shares_.size();  // links with unfrozen flows
   rebuild_blocks();
-  for (FlowId id : comp_flows_) flows_[id].rate = -1;  // -1: not frozen yet
-  for (std::size_t frozen = 0; frozen < comp_flows_.size();) {
+  for (std::size_t frozen = 0; frozen < refill;) {
     const std::uint32_t first = min_share_pos();
     const double share = shares_[first];
     CCLAB_CHECK(share < kNoShare, "progressive filling found no link to saturate");
@@ -242,6 +250,40 @@ void Network::fill_progressively() {
     }
     if (live * 2 < share_links_.size()) compact_shares();
   }
+}
+
+std::size_t Network::reset_all() {
+  for (LinkId l : comp_links_) {
+    LinkState& link = links_[l];
+    link.residual = link.bw_bps;
+    link.unfrozen = static_cast<std::int32_t>(link.flows.size());
+  }
+  for (FlowId id : comp_flows_) flows_[id].rate = -1;  // -1: not frozen yet
+  return comp_flows_.size();
+}
+
+std::size_t Network::reset_above(double kept_below) {
+  for (LinkId l : comp_links_) {
+    links_[l].residual = links_[l].bw_bps;
+    links_[l].unfrozen = 0;
+  }
+  std::size_t refill = 0;
+  for (FlowId id : comp_flows_) {
+    Flow& f = flows_[id];
+    const bool kept = f.rate < kept_below;
+    for (LinkId l : f.links()) {
+      LinkState& link = links_[l];
+      if (kept)
+        link.residual = std::max(0.0, link.residual - f.rate);
+      else
+        ++link.unfrozen;
+    }
+    if (!kept) {
+      f.rate = -1;  // not frozen yet
+      ++refill;
+    }
+  }
+  return refill;
 }
 
 namespace {
@@ -311,7 +353,7 @@ void Network::compact_shares() {
 }
 
 void Network::reshare_component(FlowId seed) {
-  collect_component(seed);
+  const double kept_below = collect_component(seed);
   const Time now = queue_.now();
   old_rate_.clear();
   for (FlowId id : comp_flows_) {
@@ -321,7 +363,7 @@ void Network::reshare_component(FlowId seed) {
     f.updated = now;
     old_rate_.push_back(f.rate);
   }
-  fill_progressively();
+  fill_progressively(kept_below);
   for (std::size_t i = 0; i < comp_flows_.size(); ++i)
     if (flows_[comp_flows_[i]].rate != old_rate_[i]) schedule_done(comp_flows_[i]);
   if (trace_) trace_links(comp_links_);

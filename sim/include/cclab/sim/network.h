@@ -153,8 +153,20 @@ class Network {
   // time, and reschedules the flows whose rate changed.
   void reshare_deferred();
   void reshare_component(FlowId seed);
-  void collect_component(FlowId seed);
-  void fill_progressively();
+  // Collects seed's component; returns the lowest kept_below of its links
+  // (and clears them): the rate below which its flows' rates stand.
+  double collect_component(FlowId seed);
+  // Max-min rates for the component's flows at or above `kept_below`, the
+  // others keeping theirs. A departure cannot change the rate of a flow frozen
+  // below the departing flow's rate r: the links that saturated below r
+  // never carried it, and the links it crossed had room to spare below r, more
+  // without it; so progressive filling runs as before up to r. An arrival
+  // can lower any rate (kKeepNone: all refilled).
+  void fill_progressively(double kept_below);
+  // Set the links' residuals and unfrozen counts and mark the flows to refill
+  // (rate -1); return how many there are.
+  std::size_t reset_all();
+  std::size_t reset_above(double kept_below);
   void schedule_done(FlowId id);
   void trace_links(std::span<const LinkId> links) const;
 
@@ -171,7 +183,10 @@ class Network {
     std::int32_t unfrozen = 0;  // progressive filling: flows not yet frozen
     std::uint32_t stamp = 0;    // == stamp_: in the current component
     std::uint32_t pos = 0;      // progressive filling: its place in shares_
-    FlowList flows;             // active flows
+    // Since the last reshare: the lowest rate of a flow that left it (its
+    // component's rates below that stand), -infinity if a flow arrived.
+    float kept_below = std::numeric_limits<float>::infinity();
+    FlowList flows;  // active flows
   };
   static_assert(sizeof(LinkState) == 64 && sizeof(Flow) == 128);
   std::vector<LinkState> links_;
@@ -185,6 +200,15 @@ class Network {
   std::vector<LinkId> comp_links_;
   std::uint32_t stamp_ = 0;
   std::vector<double> old_rate_;
+  static constexpr double kKeepNone = -std::numeric_limits<double>::infinity();
+  static constexpr float kNoShareF = std::numeric_limits<float>::infinity();
+  // A departing rate as a kept_below: a float (a link has 4 bytes to spare)
+  // a millionth below it, whatever the rounding. Rates frozen at one level
+  // may differ in their last bits (their links' residuals rounded
+  // differently), so a flow that close below the departing rate may be tied
+  // with it, and is refilled: refilling more flows than needed changes
+  // nothing, keeping one that is tied would keep it too low.
+  static float kept_below_for(double rate) { return static_cast<float>(rate * (1 - 1e-6)); }
   // Flows whose component changed at this instant, and whether the kReshare
   // event that handles them is queued.
   std::vector<FlowId> deferred_, seeds_;
