@@ -121,11 +121,19 @@ int run_on(const BenchConfig& config, Backend& backend, std::ostream& out, std::
   // Measured by rank 0 while the other ranks wait in a barrier, after they
   // have written their inputs (out of place up to 2 x 128 MiB each, which
   // made the start's ping-pong read 4 ms) and after the last size.
+  // Each row is printed as soon as rank 0 has it, as nccl-tests does: a long
+  // sweep shows its progress, and one that fails keeps the rows it measured.
+  print_table_head(out, config);
+  out.flush();
   SpeedAround speed;
-  const auto rows = run_sweep(config, backend, [&speed](bool at_start) {
-    (at_start ? speed.start : speed.end) = measure_machine_speed();
-  });
-  print_table(out, config, rows, speed);
+  const auto rows = run_sweep(
+      config, backend,
+      [&speed](bool at_start) { (at_start ? speed.start : speed.end) = measure_machine_speed(); },
+      [&](const SweepRow& row) {
+        print_row(out, config, row);
+        out.flush();
+      });
+  print_table_tail(out, config, rows, speed);
   out.flush();
   if (!config.json_path.empty()) write_json(config.json_path, to_json(config, rows, speed));
   const auto wrong = total_wrong(rows);

@@ -93,6 +93,8 @@ TEST(Resolve, RejectsBadValuesNamingTheFlag) {
   expect_invalid(with([](auto& f) { f.chunks = "0"; }), "--chunks: '0' is not a chunk count");
   expect_invalid(with([](auto& f) { f.chunks = "1,,4"; }), "--chunks: '' is not a chunk count");
   expect_invalid(with([](auto& f) { f.chunks = "4,x"; }), "--chunks: 'x' is not a chunk count");
+  expect_invalid(with([](auto& f) { f.chunks = "1000000"; }),
+                 "--chunks: '1000000' is not a chunk count (allowed: integers from 1 to 999999");
   expect_invalid(with([](auto& f) { f.chunks = "4,1,4"; }), "--chunks: 4 is given twice");
   expect_invalid(with([](auto& f) { f.iters = 0; }), "-n/--iters");
   expect_invalid(with([](auto& f) { f.warmup = -1; }), "-w/--warmup");

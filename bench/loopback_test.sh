@@ -356,6 +356,10 @@ case $mode in
     cat "$out"
     fail=0
     ((status != 0 && status != 124)) || { echo "FAIL: launch exited $status"; fail=1; }
+    # Rank 0 prints the table's head before the sweep and each row as it
+    # comes, so a run that fails keeps what it printed.
+    grep -q "^\[0\] # cclab bench: backend gloo" "$out" ||
+      { echo "FAIL: rank 0 printed no table head before the failure"; fail=1; }
     if [[ $mode == fault ]]; then
       grep -q "rank $victim (pid $pid) was killed by signal 9" "$out" ||
         { echo "FAIL: launch did not name rank $victim"; fail=1; }

@@ -43,8 +43,7 @@ bool uses_hier(const BenchConfig& c) {
 constexpr const char* kColumns =
     "{:>11} {:>12} {:>5} {:>6} {:>7} {:>11} {:>12} {:>12} {:>7} {:>11} {:>7}";
 
-void print_header(std::ostream& out, const BenchConfig& c,
-                  const std::optional<SpeedAround>& speed) {
+void print_header(std::ostream& out, const BenchConfig& c) {
   out << fmt::format(
       "# cclab bench: backend {}, ranks {}, coll {}, dtype {}, op {}, {}, chunks {}, iters {}, "
       "warmup {}\n",
@@ -71,7 +70,6 @@ void print_header(std::ostream& out, const BenchConfig& c,
             ? "every row on TCP connections of its own"
             : "ours on one set of TCP connections, the peers on another, the sweep's own traffic "
               "on a third");
-  if (speed) out << speed_line(*speed);
   if (c.coll == CollectiveKind::kReduceScatter || c.coll == CollectiveKind::kAllGather)
     out << "# size(B) and count describe the larger buffer (reducescatter input, allgather "
            "output); count is its total element count\n";
@@ -81,7 +79,7 @@ void print_header(std::ostream& out, const BenchConfig& c,
       << '\n';
 }
 
-void print_row(std::ostream& out, const BenchConfig& c, const SweepRow& r) {
+void print_row_lines(std::ostream& out, const BenchConfig& c, const SweepRow& r) {
   if (!r.skipped.empty()) {
     out << ' '
         << fmt::format("{:>11} {:>12} {:>5} {:>6} {:>7}  skipped: {}", r.bytes, r.count,
@@ -258,11 +256,22 @@ void print_compare(std::ostream& out, const BenchConfig& config,
 
 void print_table(std::ostream& out, const BenchConfig& config, const std::vector<SweepRow>& rows,
                  const std::optional<SpeedAround>& speed) {
-  print_header(out, config, speed);
+  print_table_head(out, config);
+  for (const auto& r : rows) print_row(out, config, r);
+  print_table_tail(out, config, rows, speed);
+}
+
+void print_table_head(std::ostream& out, const BenchConfig& config) { print_header(out, config); }
+
+void print_row(std::ostream& out, const BenchConfig& config, const SweepRow& row) {
+  print_row_lines(out, config, row);
+}
+
+void print_table_tail(std::ostream& out, const BenchConfig& config,
+                      const std::vector<SweepRow>& rows, const std::optional<SpeedAround>& speed) {
   double busbw_sum = 0;
   std::size_t ran = 0;
   for (const auto& r : rows) {
-    print_row(out, config, r);
     busbw_sum += r.busbw_gbps;
     ran += r.skipped.empty() ? 1 : 0;
   }
@@ -273,6 +282,7 @@ void print_table(std::ostream& out, const BenchConfig& config, const std::vector
   if (config.compare) print_compare(out, config, rows);
   if (ran > 0)
     out << fmt::format("# avg busbw: {:.2f} GB/s\n", busbw_sum / static_cast<double>(ran));
+  if (speed) out << speed_line(*speed);
 }
 
 nlohmann::json to_json(const BenchConfig& config, const std::vector<SweepRow>& rows,

@@ -16,10 +16,15 @@
 
 namespace cclab::bench {
 
-// Header block, one row per (size, algorithm), and a summary line; `speed`,
-// when measured, is a line of the header.
+// Header block, one row per (size, algorithm), and the summary lines;
+// `speed`, when measured, is one of them.
 void print_table(std::ostream& out, const BenchConfig& config, const std::vector<SweepRow>& rows,
                  const std::optional<SpeedAround>& speed = std::nullopt);
+// The same in three parts, for a sweep that prints its rows as they come.
+void print_table_head(std::ostream& out, const BenchConfig& config);
+void print_row(std::ostream& out, const BenchConfig& config, const SweepRow& row);
+void print_table_tail(std::ostream& out, const BenchConfig& config,
+                      const std::vector<SweepRow>& rows, const std::optional<SpeedAround>& speed);
 
 // The whole record; algbw and busbw are computed from the median time;
 // `speed`, when measured, is machine.speed.

@@ -47,7 +47,12 @@ struct Shared {
   std::vector<HostUse> use;                // as times_us
   std::vector<std::uint64_t> wrong;        // [row * ranks + rank], for the current size
   std::vector<const std::byte*> outputs;   // per rank, for the identity check
-  std::vector<SweepRow> rows;              // appended by rank 0
+  std::vector<SweepRow> rows;              // appended by rank 0 (add_row)
+  RowHook on_row;
+  void add_row(SweepRow row) {
+    rows.push_back(std::move(row));
+    if (on_row) on_row(rows.back());
+  }
 };
 
 // One row of a size as it is being measured: its identity, and its call (none
@@ -212,7 +217,7 @@ class RankRunner {
 
   void finish(Contender& c, int row) {
     if (!c.run) {  // skipped
-      if (rank_ == 0) shared_.rows.push_back(c.row);
+      if (rank_ == 0) shared_.add_row(c.row);
       return;
     }
     finish_row(std::move(c.row), row);
@@ -329,7 +334,7 @@ class RankRunner {
   void finish_row(SweepRow row, int index) {
     if (!shared_memory_) return exchange_row(std::move(row), index);
     comm_.barrier();  // every rank's times and wrong count are written
-    if (rank_ == 0) shared_.rows.push_back(make_row(std::move(row), index));
+    if (rank_ == 0) shared_.add_row(make_row(std::move(row), index));
     comm_.barrier();  // rank 0 has read them before anyone overwrites them
   }
 
@@ -360,7 +365,7 @@ class RankRunner {
     if (rank_ != 0) return;
     summarize(std::move(times), config_, row);
     if (config_.check) row.wrong = static_cast<std::uint64_t>(wrong_here);
-    shared_.rows.push_back(row);
+    shared_.add_row(std::move(row));
   }
 
   // Timed iteration i of the size's row `row`: --batch calls back to back
@@ -578,10 +583,11 @@ void summarize(std::vector<double> times_us, const BenchConfig& config, SweepRow
   row.busbw_gbps = row.algbw_gbps * bus_factor(config.coll, config.ranks);
 }
 
-std::vector<SweepRow> run_sweep(const BenchConfig& config, Backend& backend,
-                                const QuietHook& quiet) {
+std::vector<SweepRow> run_sweep(const BenchConfig& config, Backend& backend, const QuietHook& quiet,
+                                const RowHook& on_row) {
   Shared shared(config.ranks, config.iters,
                 static_cast<int>(config.ours().size() + config.peers.size()));
+  shared.on_row = on_row;
   const bool shared_memory = backend.shares_memory();
   backend.run([&](coll::Communicator& comm) {
     RankRunner(config, shared, comm, shared_memory, backend.memory(comm.rank()), quiet).run();

@@ -56,6 +56,9 @@ std::string algo_label(const SweepRow& row);
 // after the last. For measurements of the machine that the sweep's own work
 // must not disturb (machine_speed.h).
 using QuietHook = std::function<void(bool at_start)>;
+// Called on rank 0 with each row as soon as it is complete (its size's others
+// may still be timing), so that a long sweep shows its rows as they come.
+using RowHook = std::function<void(const SweepRow&)>;
 
 // What one rank's buffers take for the sweep's largest call, in bytes: send
 // (out of place only) and receive storage in the backend's memory, and with
@@ -78,7 +81,7 @@ void require_sweep_memory(const BenchConfig& config, int ranks_here, bool one_pr
 // Runs the whole sweep in one backend.run() and returns the rows, size-major.
 // Every rank of a process backend calls it; `quiet` matters on rank 0 only.
 std::vector<SweepRow> run_sweep(const BenchConfig& config, Backend& backend,
-                                const QuietHook& quiet = {});
+                                const QuietHook& quiet = {}, const RowHook& on_row = {});
 
 // Fills min/median/max and the bandwidths of `row` from per-call times.
 void summarize(std::vector<double> times_us, const BenchConfig& config, SweepRow& row);

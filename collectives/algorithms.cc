@@ -156,9 +156,10 @@ std::vector<int> parse_chunk_list(std::string_view text, std::string_view what) 
                         item.find_first_not_of("0123456789") == std::string_view::npos;
     const int value = digits ? std::stoi(std::string(item)) : 0;
     if (value < 1)
-      throw InvalidArgument(fmt::format(
-          "{}: '{}' is not a chunk count (allowed: integers from 1, comma separated, e.g. 1,4)",
-          what, item));
+      throw InvalidArgument(
+          fmt::format("{}: '{}' is not a chunk count (allowed: integers from 1 to 999999, comma "
+                      "separated, e.g. 1,4)",
+                      what, item));
     if (std::find(out.begin(), out.end(), value) != out.end())
       throw InvalidArgument(
           fmt::format("{}: {} is given twice (each chunk count once)", what, value));
