@@ -83,6 +83,7 @@ int check_both_ways(const CheckArgs& a, const CollectiveShape& shape, AlgoConfig
                      : "");
       ++failures;
     }
+    std::fflush(stdout);  // each result as it comes, through a pipe too
   }
   return failures;
 }

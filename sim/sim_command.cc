@@ -161,6 +161,7 @@ void print_row(const Topology& t, const Row& r, CollectiveKind kind, int ranks) 
   fmt::print("\n");
   if (r.candidate.algo == Algorithm::kAuto)
     fmt::print("#   auto: {} ({})\n", r.chosen_label(), r.chosen.reason);
+  std::fflush(stdout);  // a row as it comes, through a pipe too (a row can take minutes)
 }
 
 void write_json(const std::string& path, const SimFlags& f, const Topology& t, int ranks, int group,
