@@ -1,6 +1,7 @@
 // `cclab train`: flags -> TrainConfig, the cluster from --ranks (threads) or
 // the environment (gloo: TF_CONFIG, torchrun, mpirun), then train_worker on
 // every replica; or --make-data, or --bench.
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -136,6 +137,7 @@ void finish_config(TrainFlags& f) {
   if (f.data.empty() && !f.bench)
     throw InvalidArgument(
         "--data: required (a directory; `cclab train --make-data DIR` writes one)");
+  validate_train_config(c);  // before the data is generated or a worker starts
 }
 
 void print_final(const TrainResult& r) { std::cout << final_line(r) << std::endl; }
@@ -199,8 +201,7 @@ void run_gloo(const TrainFlags& f) {
     const WorldRunner run = [&](int, const std::function<void(coll::Communicator&)>& fn) {
       fn(*comm);
     };
-    return run_bench(config, "gloo", {comm->size()}, run,
-                     comm->rank() == 0 ? &std::cout : nullptr);
+    return run_bench(config, "gloo", {comm->size()}, run, comm->rank() == 0 ? &std::cout : nullptr);
   }
   const auto r = train_worker(*comm, config, task_from_env(env, id->rank), &std::cout);
   if (comm->rank() == 0) print_final(r);
@@ -211,7 +212,12 @@ void run(TrainFlags& f) {
   if (!f.make_data.empty()) {
     GenerateOptions g;
     g.seed = f.config.seed;
-    make_dataset(f.make_data, g);
+    try {
+      make_dataset(f.make_data, g);
+    } catch (const std::filesystem::filesystem_error& e) {
+      throw IoError(
+          fmt::format("--make-data: cannot write '{}': {}", f.make_data, e.code().message()));
+    }
     std::cout << fmt::format("wrote {} training record files and eval.rec to {}\n", g.files,
                              f.make_data);
     return;

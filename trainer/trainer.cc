@@ -1,6 +1,7 @@
 #include "cclab/trainer/trainer.h"
 
 #include <chrono>
+#include <cmath>
 #include <optional>
 #include <system_error>
 #include <utility>
@@ -371,8 +372,7 @@ TrainResult Job::run() {
 
 }  // namespace
 
-TrainResult train_worker(coll::Communicator& comm, const TrainConfig& config, const TaskInfo& task,
-                         std::ostream* log) {
+void validate_train_config(const TrainConfig& config) {
   if (config.epochs < 1)
     throw InvalidArgument(fmt::format("--epochs: must be at least 1 (got {})", config.epochs));
   if (config.per_replica_batch < 1)
@@ -386,6 +386,14 @@ TrainResult train_worker(coll::Communicator& comm, const TrainConfig& config, co
         fmt::format("--max-steps: must be 0 (all epochs) or more (got {})", config.max_steps));
   if (config.keep < 1)
     throw InvalidArgument(fmt::format("--keep: must be at least 1 (got {})", config.keep));
+  if (!(config.learning_rate > 0) || !std::isfinite(config.learning_rate))
+    throw InvalidArgument(
+        fmt::format("--lr: must be a positive number (got {})", config.learning_rate));
+}
+
+TrainResult train_worker(coll::Communicator& comm, const TrainConfig& config, const TaskInfo& task,
+                         std::ostream* log) {
+  validate_train_config(config);
   // Every task writes under these (workers into workertemp_<id>): made now, so
   // a path that cannot be a directory fails before the training, not after.
   for (const auto& [flag, dir] :

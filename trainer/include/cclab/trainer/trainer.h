@@ -54,6 +54,12 @@ struct TrainResult {
   CommStats comm;
 };
 
+// Refuses a configuration out of range (InvalidArgument naming the flag:
+// --epochs, --per-replica-batch, --save-every, --max-steps, --keep, --lr).
+// The command calls it before any data is generated or any replica starts;
+// train_worker() calls it too.
+void validate_train_config(const TrainConfig& config);
+
 // Refuses, before any data is generated or any replica starts, a model for
 // the data in config.data_dir (or the built-in set that would be generated
 // there) whose parameters cannot fit this machine for config.replicas_on_host
