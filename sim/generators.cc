@@ -69,7 +69,11 @@ class SpecArgs {
       const auto eq = item.find('=');
       if (eq == std::string_view::npos || eq == 0)
         throw InvalidArgument(fmt::format("topology {}: '{}' is not key=value", name_, item));
-      values_[std::string(item.substr(0, eq))] = std::string(item.substr(eq + 1));
+      const auto [at, added] =
+          values_.emplace(std::string(item.substr(0, eq)), std::string(item.substr(eq + 1)));
+      if (!added)  // which one was meant is not ours to guess
+        throw InvalidArgument(fmt::format("topology {}: {} given twice ('{}' and '{}')", name_,
+                                          at->first, at->second, item.substr(eq + 1)));
       pos = comma + 1;
     }
   }

@@ -73,6 +73,8 @@ TEST(Generators, Errors) {
   expect_invalid([] { generate_topology("switch:n=4,bw=-1Gbps"); },
                  "topology switch: bw: bandwidth must be positive");
   expect_invalid([] { generate_topology("switch:n=4,speed=1Gbps"); }, "unknown key 'speed'");
+  expect_invalid([] { generate_topology("switch:n=4,bw=100Gbps,bw=1Gbps"); },
+                 "topology switch: bw given twice ('100Gbps' and '1Gbps')");
   expect_invalid([] { generate_topology("ring:n=zero"); },
                  "topology ring: n: 'zero' is not an integer");
   expect_invalid([] { generate_topology("fat-tree:hosts=7,leaves=2,spines=1"); }, "leaves");
