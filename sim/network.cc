@@ -127,7 +127,7 @@ void Network::activate(FlowId id) {
     alone_rate = links_[l].flows.size() == 1 ? std::min(alone_rate, links_[l].bw_bps) : -1;
   }
   if (alone_rate <= 0) {
-    links_[f.links()[0]].kept_below = -kNoShareF;  // an arrival: its component refills all
+    kept_below_ = kKeepNone;  // an arrival: every rate may change
     return defer_reshare(id);
   }
   // Alone on its links (the common case in large runs): its rate is theirs
@@ -146,12 +146,13 @@ std::uint64_t Network::finish(FlowId id) {
     link.bytes += f.bytes;
     if (!f.active) continue;
     link.flows.erase(id);
-    // The rates below f's on this link's component stand (fill_progressively).
-    link.kept_below =
-        link.flows.size() == 0 ? kNoShareF : std::min(link.kept_below, kept_below_for(f.rate));
     for (FlowId other : link.flows) defer_reshare(other);
   }
-  if (f.active) --active_;
+  if (f.active) {
+    --active_;
+    // The rates below f's stand (fill_progressively), but for ties a millionth below.
+    kept_below_ = std::min(kept_below_, f.rate * (1 - 1e-6));
+  }
   f.active = f.live = false;
   f.rate = 0;
   free_.push_back(id);
@@ -180,22 +181,21 @@ void Network::reshare_deferred() {
     stamp_ = 0;
   }
   const std::uint32_t first = stamp_ + 1;
+  const double kept_below = std::exchange(kept_below_, kNoShare);
   for (FlowId s : seeds_)
-    if (flows_[s].active && flows_[s].stamp < first) reshare_component(s);
+    if (flows_[s].active && flows_[s].stamp < first) reshare_component(s, kept_below);
 }
 
-double Network::collect_component(FlowId seed) {
+void Network::collect_component(FlowId seed) {
   ++stamp_;
   comp_flows_.clear();
   comp_links_.clear();
   flows_[seed].stamp = stamp_;
   comp_flows_.push_back(seed);
-  float kept_below = kNoShareF;
   for (std::size_t i = 0; i < comp_flows_.size(); ++i) {
     for (LinkId l : flows_[comp_flows_[i]].links()) {
       if (links_[l].stamp == stamp_) continue;
       links_[l].stamp = stamp_;
-      kept_below = std::min(kept_below, std::exchange(links_[l].kept_below, kNoShareF));
       comp_links_.push_back(l);
       for (FlowId other : links_[l].flows)
         if (flows_[other].stamp != stamp_) {
@@ -204,22 +204,57 @@ double Network::collect_component(FlowId seed) {
         }
     }
   }
-  return kept_below == -kNoShareF ? kKeepNone : kept_below;
 }
 
-void Network::fill_progressively(double kept_below) {
+void Network::collect_above(FlowId seed, double kept_below) {
+  ++stamp_;
+  comp_flows_.clear();
+  comp_links_.clear();
+  if (flows_[seed].rate < kept_below) return;  // kept
+  flows_[seed].stamp = stamp_;
+  comp_flows_.push_back(seed);
+  for (std::size_t i = 0; i < comp_flows_.size(); ++i) {
+    for (LinkId l : flows_[comp_flows_[i]].links()) {
+      LinkState& link = links_[l];
+      if (link.stamp == stamp_) continue;
+      link.stamp = stamp_;
+      comp_links_.push_back(l);
+      // The flows kept on it take their share off its capacity; the others
+      // are the component's, to refill.
+      link.residual = link.bw_bps;
+      link.unfrozen = 0;
+      for (FlowId other : link.flows) {
+        Flow& g = flows_[other];
+        if (g.rate < kept_below) {
+          link.residual = std::max(0.0, link.residual - g.rate);
+          continue;
+        }
+        ++link.unfrozen;
+        if (g.stamp == stamp_) continue;
+        g.stamp = stamp_;
+        comp_flows_.push_back(other);
+      }
+    }
+  }
+}
+
+void Network::fill_progressively(bool whole) {
+  if (comp_flows_.empty()) return;
   if (comp_flows_.size() == 1) {
     // A lone flow (the common case): the first round of the loop below gives
-    // it the smallest bandwidth on its links, bw / 1, and ends.
+    // it the least room on its links (bandwidth, less the kept flows' rates
+    // when not whole) over 1, and ends.
     double share = std::numeric_limits<double>::infinity();
-    for (LinkId l : comp_links_) share = std::min(share, links_[l].bw_bps);
+    for (LinkId l : comp_links_)
+      share = std::min(share, whole ? links_[l].bw_bps : links_[l].residual);
     CCLAB_CHECK(share < std::numeric_limits<double>::infinity(),
                 "progressive filling found no link to saturate");
     flows_[comp_flows_[0]].rate = share;
     return;
   }
-  const std::size_t refill = kept_below == kKeepNone ? reset_all() : reset_above(kept_below);
-  if (refill == 0) return;
+  if (whole) reset_links();
+  for (FlowId id : comp_flows_) flows_[id].rate = -1;  // -1: not frozen yet
+  const std::size_t refill = comp_flows_.size();
   shares_.clear();
   share_links_.clear();
   for (LinkId l : comp_links_) {
@@ -252,38 +287,12 @@ void Network::fill_progressively(double kept_below) {
   }
 }
 
-std::size_t Network::reset_all() {
+void Network::reset_links() {
   for (LinkId l : comp_links_) {
     LinkState& link = links_[l];
     link.residual = link.bw_bps;
     link.unfrozen = static_cast<std::int32_t>(link.flows.size());
   }
-  for (FlowId id : comp_flows_) flows_[id].rate = -1;  // -1: not frozen yet
-  return comp_flows_.size();
-}
-
-std::size_t Network::reset_above(double kept_below) {
-  for (LinkId l : comp_links_) {
-    links_[l].residual = links_[l].bw_bps;
-    links_[l].unfrozen = 0;
-  }
-  std::size_t refill = 0;
-  for (FlowId id : comp_flows_) {
-    Flow& f = flows_[id];
-    const bool kept = f.rate < kept_below;
-    for (LinkId l : f.links()) {
-      LinkState& link = links_[l];
-      if (kept)
-        link.residual = std::max(0.0, link.residual - f.rate);
-      else
-        ++link.unfrozen;
-    }
-    if (!kept) {
-      f.rate = -1;  // not frozen yet
-      ++refill;
-    }
-  }
-  return refill;
 }
 
 namespace {
@@ -352,8 +361,12 @@ void Network::compact_shares() {
   rebuild_blocks();
 }
 
-void Network::reshare_component(FlowId seed) {
-  const double kept_below = collect_component(seed);
+void Network::reshare_component(FlowId seed, double kept_below) {
+  const bool whole = kept_below == kKeepNone;
+  if (whole)
+    collect_component(seed);
+  else
+    collect_above(seed, kept_below);
   const Time now = queue_.now();
   old_rate_.clear();
   for (FlowId id : comp_flows_) {
@@ -363,7 +376,7 @@ void Network::reshare_component(FlowId seed) {
     f.updated = now;
     old_rate_.push_back(f.rate);
   }
-  fill_progressively(kept_below);
+  fill_progressively(whole);
   for (std::size_t i = 0; i < comp_flows_.size(); ++i)
     if (flows_[comp_flows_[i]].rate != old_rate_[i]) schedule_done(comp_flows_[i]);
   if (trace_) trace_links(comp_links_);

@@ -152,21 +152,23 @@ class Network {
   // Recomputes the rates of the components of the deferred seeds, one at a
   // time, and reschedules the flows whose rate changed.
   void reshare_deferred();
-  void reshare_component(FlowId seed);
-  // Collects seed's component; returns the lowest kept_below of its links
-  // (and clears them): the rate below which its flows' rates stand.
-  double collect_component(FlowId seed);
-  // Max-min rates for the component's flows at or above `kept_below`, the
-  // others keeping theirs. A departure cannot change the rate of a flow frozen
-  // below the departing flow's rate r: the links that saturated below r
-  // never carried it, and the links it crossed had room to spare below r, more
-  // without it; so progressive filling runs as before up to r. An arrival
-  // can lower any rate (kKeepNone: all refilled).
-  void fill_progressively(double kept_below);
-  // Set the links' residuals and unfrozen counts and mark the flows to refill
-  // (rate -1); return how many there are.
-  std::size_t reset_all();
-  std::size_t reset_above(double kept_below);
+  // Refills the rates of seed's component (kept_below == kKeepNone), or of
+  // the flows at or above kept_below connected to it through such flows, the
+  // others keeping theirs. When flows only leave, at rates r, no flow below
+  // the least r can change: below it no link they crossed saturated, so
+  // progressive filling runs as before up to there. Above it the flows
+  // connected to no link that a flow left keep their rates too: their links
+  // lost nothing and gained nothing. An arrival can change any rate.
+  void reshare_component(FlowId seed, double kept_below);
+  void collect_component(FlowId seed);
+  // The flows at or above kept_below reachable from seed through such flows
+  // (none if seed is below), and their links, each with its capacity less the
+  // kept flows' rates (residual) and its count of the others (unfrozen).
+  void collect_above(FlowId seed, double kept_below);
+  // Max-min rates for the collected flows; `whole`: the component, on the
+  // links' full capacities, else what collect_above left.
+  void fill_progressively(bool whole);
+  void reset_links();
   void schedule_done(FlowId id);
   void trace_links(std::span<const LinkId> links) const;
 
@@ -183,10 +185,7 @@ class Network {
     std::int32_t unfrozen = 0;  // progressive filling: flows not yet frozen
     std::uint32_t stamp = 0;    // == stamp_: in the current component
     std::uint32_t pos = 0;      // progressive filling: its place in shares_
-    // Since the last reshare: the lowest rate of a flow that left it (its
-    // component's rates below that stand), -infinity if a flow arrived.
-    float kept_below = std::numeric_limits<float>::infinity();
-    FlowList flows;  // active flows
+    FlowList flows;             // active flows
   };
   static_assert(sizeof(LinkState) == 64 && sizeof(Flow) == 128);
   std::vector<LinkState> links_;
@@ -200,15 +199,13 @@ class Network {
   std::vector<LinkId> comp_links_;
   std::uint32_t stamp_ = 0;
   std::vector<double> old_rate_;
+  // At this instant so far: a millionth below the lowest rate of a flow that
+  // left (rates frozen at one level may differ in their last bits, so a flow
+  // that close below may be tied with it, and is refilled: refilling more than
+  // needed changes nothing, keeping a tied one would keep it too low), or
+  // kKeepNone once a flow arrived that had to share its links.
   static constexpr double kKeepNone = -std::numeric_limits<double>::infinity();
-  static constexpr float kNoShareF = std::numeric_limits<float>::infinity();
-  // A departing rate as a kept_below: a float (a link has 4 bytes to spare)
-  // a millionth below it, whatever the rounding. Rates frozen at one level
-  // may differ in their last bits (their links' residuals rounded
-  // differently), so a flow that close below the departing rate may be tied
-  // with it, and is refilled: refilling more flows than needed changes
-  // nothing, keeping one that is tied would keep it too low.
-  static float kept_below_for(double rate) { return static_cast<float>(rate * (1 - 1e-6)); }
+  double kept_below_ = std::numeric_limits<double>::infinity();
   // Flows whose component changed at this instant, and whether the kReshare
   // event that handles them is queued.
   std::vector<FlowId> deferred_, seeds_;
