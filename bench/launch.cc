@@ -282,8 +282,14 @@ void add_launch_command(CLI::App& app) {
   cmd->add_option("--grace-ms", flags->grace_ms,
                   "After a rank fails, how long the others may take to fail on their own")
       ->capture_default_str();
-  cmd->add_option("command", flags->command, "The command each rank runs (after --)")->required();
+  cmd->add_option("command", flags->command, "The command each rank runs (after --)");
   cmd->callback([flags] {
+    // CLI11's own words for a missing positional ("command is required") say
+    // neither where it goes nor what it looks like.
+    if (flags->command.empty())
+      throw InvalidArgument(
+          "command: none given (allowed: the command each rank runs, after --, e.g. cclab launch "
+          "-n 2 -- cclab bench --backend gloo)");
     if (flags->ranks < 1)
       throw InvalidArgument(fmt::format("-n/--nproc: must be at least 1 (got {})", flags->ranks));
     if (flags->grace_ms < 0)
