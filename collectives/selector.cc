@@ -337,7 +337,7 @@ AlgoConfig parse_candidate(const std::string& text, const std::string& what) {
 TuningTable parse_tuning_table(const std::string& json_text, const std::string& source) {
   json doc;
   try {
-    doc = json::parse(json_text);
+    doc = json::parse(json_text, refuse_duplicate_keys(fmt::format("tuning table '{}'", source)));
   } catch (const json::parse_error& e) {
     throw InvalidArgument(fmt::format("tuning table '{}': not JSON ({})", source, e.what()));
   }

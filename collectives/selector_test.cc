@@ -278,6 +278,8 @@ TEST(Selector, BadTablesNameTheFileAndTheField) {
     return error_of([&] { parse_tuning_table(text, "t.json"); });
   };
   EXPECT_NE(err("{").find("tuning table 't.json': not JSON"), std::string::npos);
+  EXPECT_EQ(err(with("\"ranks\": 8", "\"ranks\": 8, \"ranks\": 4")),
+            "tuning table 't.json': key 'ranks' given twice in one object");
   EXPECT_EQ(err("[]"), "tuning table 't.json': (top level): expected an object");
   EXPECT_EQ(err(with("\"ranks\": 8", "\"ranks\": 0")),
             "tuning table 't.json': ranks: must be at least 1");

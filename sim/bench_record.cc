@@ -65,7 +65,8 @@ bool usable_row(const json& r, std::size_t i, const std::string& source,
 Measurements parse_bench_record(const std::string& json_text, const std::string& source) {
   json doc;
   try {
-    doc = json::parse(json_text);
+    doc = json::parse(json_text,
+                      coll::refuse_duplicate_keys(fmt::format("bench record '{}'", source)));
   } catch (const json::parse_error& e) {
     throw InvalidArgument(fmt::format("bench record '{}': not JSON ({})", source, e.what()));
   }

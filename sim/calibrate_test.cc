@@ -559,6 +559,9 @@ TEST(Calibrate, RecordsThatCannotCalibrateAreRefusedByName) {
   };
   EXPECT_EQ(err(R"({"tool": "cclab sim", "config": {}, "rows": []})"),
             "bench record 'r.json': tool: not a `cclab bench` record");
+  // A key twice in one object (nlohmann would keep the last), nested too.
+  EXPECT_EQ(err(record(kConfig + std::string(R"(, "ranks": 4)"), row("ring", 1024, 3))),
+            "bench record 'r.json': key 'ranks' given twice in one object");
   std::string c = kConfig;
   EXPECT_EQ(err(record(c.replace(c.find("allreduce"), 9, "alltoall"), row("ring", 1024, 3))),
             "bench record 'r.json': config.coll: unknown collective 'alltoall' (allowed: "
@@ -569,7 +572,9 @@ TEST(Calibrate, RecordsThatCannotCalibrateAreRefusedByName) {
             "bench record 'r.json': config.root: missing field");
   EXPECT_EQ(err(record(c + R"(, "root": 5)", row("ring", 1024, 3))),
             "bench record 'r.json': config.root: 5 is not one of the 2 ranks");
-  EXPECT_EQ(err(record(kConfig, row("ring", 1024, 3, R"(, "wrong": 7)"))),
+  std::string wrong = row("ring", 1024, 3);
+  wrong.replace(wrong.find(R"("wrong": 0)"), 10, R"("wrong": 7)");
+  EXPECT_EQ(err(record(kConfig, wrong)),
             "bench record 'r.json': rows[0].wrong: a row with wrong results cannot calibrate "
             "anything");
   EXPECT_EQ(err(record(kConfig, row("ring", 1024, 0))),

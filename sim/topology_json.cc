@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cclab/collectives/error.h"
+#include "cclab/collectives/json_field.h"
 #include "cclab/sim/topology.h"
 
 namespace cclab::sim {
@@ -149,7 +150,7 @@ Topology parse_topology_json(std::string_view text, std::string_view what_view) 
   const std::string what(what_view);
   json root;
   try {
-    root = json::parse(text);
+    root = json::parse(text, coll::refuse_duplicate_keys(what));
   } catch (const json::parse_error& e) {
     throw InvalidArgument(fmt::format("{}: not valid JSON: {}", what, e.what()));
   }

@@ -98,6 +98,15 @@ TEST(Json, ParsesAndNamesFields) {
   EXPECT_EQ(t.group_size_hint, 2);
   expect_invalid([] { parse_topology_json(R"({"nodes": []})", "t.json"); },
                  "t.json.links: missing field");
+  // Which of two values was meant is not ours to guess (nlohmann keeps the last).
+  expect_invalid(
+      [] {
+        parse_topology_json(
+            R"({"nodes": [{"name": "a", "kind": "endpoint"}, {"name": "b", "kind": "endpoint"}],
+          "links": [{"from": "a", "to": "b", "bw": "100Gbps", "lat": "1us", "bw": "1Gbps"}]})",
+            "t.json");
+      },
+      "t.json: key 'bw' given twice in one object");
   expect_invalid(
       [] {
         parse_topology_json(

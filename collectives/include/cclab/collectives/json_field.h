@@ -6,8 +6,11 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
+#include <set>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -15,6 +18,23 @@
 #include "cclab/collectives/error.h"
 
 namespace cclab::coll {
+
+// For json::parse(text, refuse_duplicate_keys(what)): a key given twice in
+// one object, which nlohmann would settle by keeping the last, is an
+// InvalidArgument "<what>: key 'bw' given twice in one object".
+inline nlohmann::json::parser_callback_t refuse_duplicate_keys(std::string what) {
+  auto open = std::make_shared<std::vector<std::set<std::string>>>();
+  return [open, what = std::move(what)](int, nlohmann::json::parse_event_t event,
+                                        nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    if (event == Event::object_start) open->emplace_back();
+    if (event == Event::object_end) open->pop_back();
+    if (event == Event::key && !open->back().insert(parsed.get<std::string>()).second)
+      throw InvalidArgument(
+          fmt::format("{}: key '{}' given twice in one object", what, parsed.get<std::string>()));
+    return true;
+  };
+}
 
 // What a field of type T must hold, as an error message says it.
 template <typename T>
