@@ -43,7 +43,9 @@ bool uses_hier(const BenchConfig& c) {
 constexpr const char* kColumns =
     "{:>11} {:>12} {:>5} {:>6} {:>7} {:>11} {:>12} {:>12} {:>7} {:>11} {:>7}";
 
-void print_header(std::ostream& out, const BenchConfig& c) {
+}  // namespace
+
+void print_table_head(std::ostream& out, const BenchConfig& c) {
   out << fmt::format(
       "# cclab bench: backend {}, ranks {}, coll {}, dtype {}, op {}, {}, chunks {}, iters {}, "
       "warmup {}\n",
@@ -79,7 +81,7 @@ void print_header(std::ostream& out, const BenchConfig& c) {
       << '\n';
 }
 
-void print_row_lines(std::ostream& out, const BenchConfig& c, const SweepRow& r) {
+void print_row(std::ostream& out, const BenchConfig& c, const SweepRow& r) {
   if (!r.skipped.empty()) {
     out << ' '
         << fmt::format("{:>11} {:>12} {:>5} {:>6} {:>7}  skipped: {}", r.bytes, r.count,
@@ -99,6 +101,8 @@ void print_row_lines(std::ostream& out, const BenchConfig& c, const SweepRow& r)
     out << fmt::format("#   auto: {} ({})\n", coll::candidate_label(r.chosen.config),
                        r.chosen.reason);
 }
+
+namespace {
 
 nlohmann::json config_json(const BenchConfig& c) {
   std::vector<std::string> algos;
@@ -259,12 +263,6 @@ void print_table(std::ostream& out, const BenchConfig& config, const std::vector
   print_table_head(out, config);
   for (const auto& r : rows) print_row(out, config, r);
   print_table_tail(out, config, rows, speed);
-}
-
-void print_table_head(std::ostream& out, const BenchConfig& config) { print_header(out, config); }
-
-void print_row(std::ostream& out, const BenchConfig& config, const SweepRow& row) {
-  print_row_lines(out, config, row);
 }
 
 void print_table_tail(std::ostream& out, const BenchConfig& config,

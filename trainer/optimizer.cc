@@ -18,10 +18,14 @@ std::string_view optimizer_name(OptimizerKind k) {
   return k == OptimizerKind::kAdam ? "adam" : "sgd";
 }
 
-Optimizer::Optimizer(OptimizerKind kind, double learning_rate, std::size_t variables)
-    : kind_(kind), lr_(learning_rate) {
+void require_learning_rate(double learning_rate) {
   if (!(learning_rate > 0) || !std::isfinite(learning_rate))
     throw InvalidArgument(fmt::format("--lr: must be a positive number (got {})", learning_rate));
+}
+
+Optimizer::Optimizer(OptimizerKind kind, double learning_rate, std::size_t variables)
+    : kind_(kind), lr_(learning_rate) {
+  require_learning_rate(learning_rate);
   if (kind_ == OptimizerKind::kAdam) {
     state_.m.assign(variables, 0.0f);
     state_.v.assign(variables, 0.0f);

@@ -1,7 +1,6 @@
 #include "cclab/trainer/trainer.h"
 
 #include <chrono>
-#include <cmath>
 #include <optional>
 #include <system_error>
 #include <utility>
@@ -386,9 +385,7 @@ void validate_train_config(const TrainConfig& config) {
         fmt::format("--max-steps: must be 0 (all epochs) or more (got {})", config.max_steps));
   if (config.keep < 1)
     throw InvalidArgument(fmt::format("--keep: must be at least 1 (got {})", config.keep));
-  if (!(config.learning_rate > 0) || !std::isfinite(config.learning_rate))
-    throw InvalidArgument(
-        fmt::format("--lr: must be a positive number (got {})", config.learning_rate));
+  require_learning_rate(config.learning_rate);
 }
 
 TrainResult train_worker(coll::Communicator& comm, const TrainConfig& config, const TaskInfo& task,

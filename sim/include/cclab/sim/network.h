@@ -205,7 +205,7 @@ class Network {
   // needed changes nothing, keeping a tied one would keep it too low), or
   // kKeepNone once a flow arrived that had to share its links.
   static constexpr double kKeepNone = -std::numeric_limits<double>::infinity();
-  double kept_below_ = std::numeric_limits<double>::infinity();
+  double kept_below_ = kNoShare;
   // Flows whose component changed at this instant, and whether the kReshare
   // event that handles them is queued.
   std::vector<FlowId> deferred_, seeds_;

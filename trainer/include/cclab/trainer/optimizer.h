@@ -13,6 +13,8 @@ namespace cclab::train {
 enum class OptimizerKind { kAdam, kSgd };
 OptimizerKind parse_optimizer(std::string_view name, std::string_view what = "--optimizer");
 std::string_view optimizer_name(OptimizerKind k);
+// Throws InvalidArgument naming --lr unless the rate is positive and finite.
+void require_learning_rate(double learning_rate);
 
 struct OptimizerState {
   std::int64_t iterations = 0;
