@@ -8,6 +8,9 @@ of the row: every rank's slices lie within the row's predicted time and every
 link's utilisation within [0, 1]. A write that fails is an error naming
 --trace, and a device given as the trace stays.
 
+--trace-ranks and --trace-window keep a part of the trace, named in its
+process names.
+
 --json says which candidates `--inner all` left out, and why, beside the
 rows of those that ran.
 
@@ -56,6 +59,31 @@ class TraceStreams(unittest.TestCase):
             self.assertGreaterEqual(e["args"]["utilisation"], 0)
             self.assertLessEqual(e["args"]["utilisation"], 1 + 1e-9)
 
+    def test_filtered_trace_keeps_the_ranks_and_window_asked(self):
+        # hier on 4 nodes of 4 GPUs, ranks 5 and 9 from 20 us to 40 us: the
+        # slices are the whole trace's slices of those ranks that overlap
+        # the window, and the link counters lie in it (which links, the unit
+        # test Trace.FilterKeepsTheRanksAndWindowAsked checks).
+        args = ["--topology", "nodes:nodes=4,gpus=4", "--algo", "hier", "-b", "4M", "-e", "4M"]
+        whole, _ = sim_trace(args)
+        part, names = sim_trace(args + ["--trace-ranks", "5,9", "--trace-window", "20us:40us"])
+        self.assertEqual(names, {"ranks (--trace-ranks 5,9 --trace-window 20us:40us)",
+                                 "links (--trace-ranks 5,9 --trace-window 20us:40us)",
+                                 "hosts (--trace-ranks 5,9 --trace-window 20us:40us)"})
+
+        def key(e):
+            return (e["pid"], e["tid"], e["name"], round(e["ts"], 6), round(e["dur"], 6))
+        expected = sorted(key(e) for e in whole if e["ph"] == "X" and e["tid"] in (5, 9)
+                          and e["ts"] + e["dur"] >= 20 - 1e-9 and e["ts"] <= 40 + 1e-9)
+        self.assertGreater(len(expected), 10)
+        self.assertEqual(sorted(key(e) for e in part if e["ph"] == "X"), expected)
+        counters = [e for e in part if e["ph"] == "C"]
+        self.assertTrue(counters)
+        for e in counters:
+            self.assertGreaterEqual(e["ts"], 20 - 1e-9)
+            self.assertLessEqual(e["ts"], 40 + 1e-9)
+        self.assertLess(len(counters), len([e for e in whole if e["ph"] == "C"]) / 4)
+
     @unittest.skipUnless(os.path.exists("/dev/full"), "no /dev/full")
     def test_a_write_that_fails_is_an_error_and_leaves_devices_alone(self):
         # Every write to /dev/full fails (ENOSPC): the run must fail naming
@@ -68,6 +96,19 @@ class TraceStreams(unittest.TestCase):
         self.assertTrue(os.path.exists("/dev/full"))
         self.assertFalse(os.path.isfile("/dev/full"))
 
+
+
+def sim_trace(args):
+    """The trace events of `cclab sim ARGS --trace` and its process names."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "trace.json")
+        p = subprocess.run([CCLAB, "sim"] + args + ["--trace", path], capture_output=True,
+                           text=True, timeout=60)
+        if p.returncode != 0:
+            raise AssertionError(f"cclab sim {' '.join(args)}: exit {p.returncode}\n{p.stderr}")
+        with open(path) as f:
+            events = json.load(f)["traceEvents"]
+    return events, {e["args"]["name"] for e in events if e["ph"] == "M"}
 
 
 def sim_json(args):

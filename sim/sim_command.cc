@@ -46,6 +46,7 @@ struct SimFlags {
   int group_size = 0;          // 0: the topology's hint when it divides --ranks, else the default
   std::string inner = "ring";  // hier all-reduce: between groups; a comma list runs each
   std::string json_path, trace_path, tune_path;
+  std::optional<std::string> trace_ranks, trace_window;  // filters of --trace
 };
 
 // One row of the sweep: an algorithm with its chunks (and hier's inner
@@ -324,12 +325,28 @@ void check_flags(const SimFlags& f, int ranks, std::uint64_t lo, std::uint64_t h
     if (!path->empty()) require_writable(*path, flag);
 }
 
+// --trace-ranks and --trace-window, checked before the first row.
+TraceFilter trace_filter(const SimFlags& f, int ranks) {
+  TraceFilter filter;
+  for (const auto& [text, flag] :
+       {std::pair{&f.trace_ranks, "--trace-ranks"}, {&f.trace_window, "--trace-window"}}) {
+    if (!*text) continue;
+    if (f.trace_path.empty())
+      throw InvalidArgument(fmt::format("{}: filters the trace; give --trace FILE too", flag));
+    filter.description +=
+        fmt::format("{}{} {}", filter.description.empty() ? "" : " ", flag, **text);
+  }
+  if (f.trace_ranks) filter.ranks = parse_rank_list(*f.trace_ranks, ranks, "--trace-ranks");
+  if (f.trace_window) parse_time_window(*f.trace_window, "--trace-window", filter);
+  return filter;
+}
+
 // --trace's file, written while the traced row runs; a regular file is
 // removed unless finished (a half-written trace is not JSON), a device such
 // as /dev/null never.
 struct TraceFile {
-  TraceFile(const std::string& path, const Topology& topo)
-      : path(path), out(path), writer(topo, out) {
+  TraceFile(const std::string& path, const Topology& topo, TraceFilter filter)
+      : path(path), out(path), writer(topo, out, std::move(filter)) {
     if (!out) throw IoError(fmt::format("--trace: cannot open '{}' for writing", path));
   }
   ~TraceFile() {
@@ -359,12 +376,13 @@ void run_sim(const SimFlags& f) {
   const std::uint64_t lo = parse_size(f.min_bytes, "-b/--minbytes");
   const std::uint64_t hi = parse_size(f.max_bytes, "-e/--maxbytes");
   check_flags(f, ranks, lo, hi);
+  TraceFilter filter = trace_filter(f, ranks);
   const int group = group_size_for(f, topo, ranks);
   std::vector<std::string> skipped;
   const auto candidates = runnable_candidates(f, ranks, group, lo, skipped);
   print_header(f, topo, ranks, group, skipped);
   std::optional<TraceFile> trace;
-  if (!f.trace_path.empty()) trace.emplace(f.trace_path, topo);
+  if (!f.trace_path.empty()) trace.emplace(f.trace_path, topo, std::move(filter));
   const auto rows =
       sweep(f, candidates, topo, ranks, group, lo, hi, trace ? &trace->writer : nullptr);
   if (!f.json_path.empty()) write_json(f.json_path, f, topo, ranks, group, rows, skipped);
@@ -414,6 +432,12 @@ void add_sim_command(CLI::App& app) {
   cmd->add_option("--json", flags->json_path, "Write the rows as JSON to this file");
   cmd->add_option("--trace", flags->trace_path,
                   "Write a Chrome/Perfetto trace of the last row (largest size, last algorithm)");
+  cmd->add_option("--trace-ranks", flags->trace_ranks,
+                  "--trace: only these ranks' steps and the links their messages cross, e.g. "
+                  "0-7,64");
+  cmd->add_option("--trace-window", flags->trace_window,
+                  "--trace: only what overlaps FROM:UNTIL of simulated time, e.g. 10us:2ms (either "
+                  "side may be left out)");
   cmd->add_option("--tune", flags->tune_path,
                   "Write a tuning table (the fastest algorithm and chunks per size) to this "
                   "file, for CCLAB_TUNING");

@@ -440,6 +440,9 @@ class Simulation {
       wire_bytes /= corrections_.bandwidth_factor(bytes);
     }
     latency = std::max<Time>(0, ready + latency - queue_.now());
+    if (opts_.trace)
+      opts_.trace->flow_started(transfers_[tag].src, transfers_[tag].dst, q.route_links(),
+                                queue_.now());
     network_.start(q.route_links(), latency, wire_bytes, tag);
   }
 
