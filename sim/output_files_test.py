@@ -12,7 +12,7 @@ link's utilisation within [0, 1]. A write that fails is an error naming
 process names.
 
 --json says which candidates `--inner all` left out, and why, beside the
-rows of those that ran.
+rows of those that ran, and with --links each row's link use.
 
     output_files_test.py CCLAB_BINARY
 """
@@ -139,6 +139,18 @@ class JsonRecord(unittest.TestCase):
                         "hier", "--inner", "all", "-b", "1K", "-e", "1K"])
         self.assertEqual(doc["config"]["skipped"], [])
         self.assertEqual(len(doc["rows"]), 2)  # hier and hier/hd
+
+    def test_link_use_rows(self):
+        # A ring of 4 on a switch at 4 MiB: every link carries 1.5 x 4 MiB
+        # (2(n-1) pieces of S/n); without --links the rows have no link_use.
+        args = ["--topology", "switch:n=4,bw=100Gbps", "--algo", "ring", "-b", "4M", "-e", "4M"]
+        use = sim_json(args + ["--links", "3"])["rows"][0]["link_use"]
+        self.assertEqual([t["tier"] for t in use["tiers"]],
+                         ["endpoint->switch 12.5 GB/s", "switch->endpoint 12.5 GB/s"])
+        for t in use["tiers"]:
+            self.assertEqual((t["links"], t["used"], t["bytes"]), (4, 4, 4 * 1.5 * (4 << 20)))
+        self.assertEqual([l["bytes"] for l in use["busiest"]], [1.5 * (4 << 20)] * 3)
+        self.assertNotIn("link_use", sim_json(args)["rows"][0])
 
 
 if __name__ == "__main__":

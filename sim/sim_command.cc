@@ -25,6 +25,7 @@
 #include "cclab/collectives/error.h"
 #include "cclab/collectives/selector.h"
 #include "cclab/sim/cli.h"
+#include "cclab/sim/link_use.h"
 #include "cclab/sim/simulator.h"
 #include "cclab/sim/trace.h"
 
@@ -47,6 +48,7 @@ struct SimFlags {
   std::string inner = "ring";  // hier all-reduce: between groups; a comma list runs each
   std::string json_path, trace_path, tune_path;
   std::optional<std::string> trace_ranks, trace_window;  // filters of --trace
+  std::optional<int> links;  // --links: the busiest links listed under each row, after the tiers
 };
 
 // One row of the sweep: an algorithm with its chunks (and hier's inner
@@ -143,7 +145,44 @@ void print_header(const SimFlags& f, const Topology& t, int ranks, int group,
   fmt::print("\n");
 }
 
-void print_row(const Topology& t, const Row& r, CollectiveKind kind, int ranks) {
+// 6291456 -> "6.0 MiB".
+std::string bytes_text(double bytes) {
+  if (bytes < 1 << 20) return fmt::format("{:.1f} KiB", bytes / (1 << 10));
+  if (bytes < 1 << 30) return fmt::format("{:.1f} MiB", bytes / (1 << 20));
+  return fmt::format("{:.1f} GiB", bytes / (1 << 30));
+}
+
+// --links: a line per tier of links, then the `busiest` busiest links.
+void print_link_use(const Topology& t, const SimResult& s, int busiest) {
+  for (const LinkTier& tier : link_tiers(t, s))
+    fmt::print("#   tier {}: {} links, {} used, {}, use {:.0f}% mean, {:.0f}% max{}\n", tier.name,
+               tier.links, tier.used, bytes_text(tier.bytes), 100 * tier.mean_utilisation,
+               100 * tier.max_utilisation,
+               tier.busiest < 0 ? "" : fmt::format(" ({})", t.link_name(tier.busiest)));
+  for (LinkId l : busiest_links(t, s, static_cast<std::size_t>(busiest)))
+    fmt::print("#   link {}: {:.0f}% busy, {}\n", t.link_name(l), 100 * link_utilisation(t, s, l),
+               bytes_text(s.link_bytes[l]));
+}
+
+nlohmann::json link_use_json(const Topology& t, const SimResult& s, int busiest) {
+  nlohmann::json tiers = nlohmann::json::array(), links = nlohmann::json::array();
+  for (const LinkTier& tier : link_tiers(t, s))
+    tiers.push_back({{"tier", tier.name},
+                     {"links", tier.links},
+                     {"used", tier.used},
+                     {"bytes", tier.bytes},
+                     {"mean_utilisation", tier.mean_utilisation},
+                     {"max_utilisation", tier.max_utilisation},
+                     {"busiest", tier.busiest < 0 ? "none" : t.link_name(tier.busiest)}});
+  for (LinkId l : busiest_links(t, s, static_cast<std::size_t>(busiest)))
+    links.push_back({{"link", t.link_name(l)},
+                     {"bytes", s.link_bytes[l]},
+                     {"utilisation", link_utilisation(t, s, l)}});
+  return {{"tiers", std::move(tiers)}, {"busiest", std::move(links)}};
+}
+
+void print_row(const Topology& t, const Row& r, CollectiveKind kind, int ranks,
+               std::optional<int> links) {
   const double us = time_to_us(r.result.total);
   const double algbw = us > 0 ? static_cast<double>(r.bytes) / us * 1e-3 : 0;  // GB/s
   const double busbw = algbw * coll::bus_factor(kind, ranks);
@@ -162,13 +201,14 @@ void print_row(const Topology& t, const Row& r, CollectiveKind kind, int ranks) 
   fmt::print("\n");
   if (r.candidate.algo == Algorithm::kAuto)
     fmt::print("#   auto: {} ({})\n", r.chosen_label(), r.chosen.reason);
+  if (links) print_link_use(t, r.result, *links);
   std::fflush(stdout);  // a row as it comes, through a pipe too (a row can take minutes)
 }
 
 void write_json(const std::string& path, const SimFlags& f, const Topology& t, int ranks, int group,
                 const std::vector<Row>& rows, const std::vector<std::string>& skipped) {
   nlohmann::json out_rows = nlohmann::json::array();
-  for (const Row& r : rows)
+  for (const Row& r : rows) {
     out_rows.push_back(
         {{"size_bytes", r.bytes},
          {"count", r.count},
@@ -189,6 +229,8 @@ void write_json(const std::string& path, const SimFlags& f, const Topology& t, i
          {"host_utilisation", r.result.host_utilisation},
          {"events", r.result.events},
          {"flows", r.result.flows}});
+    if (f.links) out_rows.back()["link_use"] = link_use_json(t, r.result, *f.links);
+  }
   const nlohmann::json config = {
       {"topology", t.description},
       {"coll", f.coll},
@@ -264,7 +306,7 @@ std::vector<Row> sweep(const SimFlags& f, const std::vector<Candidate>& candidat
       row.name = sched->name();
       const bool traced = trace != nullptr && last_size && &c == &candidates.back();
       row.result = simulate(topo, *sched, {kElem, traced ? trace : nullptr});
-      print_row(topo, row, kind, ranks);
+      print_row(topo, row, kind, ranks, f.links);
       rows.push_back(std::move(row));
     }
     if (last_size) break;
@@ -299,6 +341,10 @@ void check_flags(const SimFlags& f, int ranks, std::uint64_t lo, std::uint64_t h
         fmt::format("-b/--minbytes: {} is larger than -e/--maxbytes {}", f.min_bytes, f.max_bytes));
   if (lo < 1) throw InvalidArgument("-b/--minbytes: must be at least 1 byte");
   if (f.step_factor < 2) throw InvalidArgument("-f/--stepfactor: must be at least 2");
+  if (f.links && *f.links < 0)
+    throw InvalidArgument(fmt::format(
+        "--links: {} is negative (allowed: 0 for the tiers alone, or how many links to list)",
+        *f.links));
   const CollectiveKind kind = coll::parse_collective(f.coll, "--coll");
   if (f.root != 0 && kind != CollectiveKind::kBroadcast)
     throw InvalidArgument(fmt::format("--root: applies to broadcast only, not --coll {}", f.coll));
@@ -438,6 +484,9 @@ void add_sim_command(CLI::App& app) {
   cmd->add_option("--trace-window", flags->trace_window,
                   "--trace: only what overlaps FROM:UNTIL of simulated time, e.g. 10us:2ms (either "
                   "side may be left out)");
+  cmd->add_option("--links", flags->links,
+                  "Under each row, the link use per tier (links joining the same kinds of node "
+                  "at the same bandwidth) and the N busiest links (0: the tiers alone)");
   cmd->add_option("--tune", flags->tune_path,
                   "Write a tuning table (the fastest algorithm and chunks per size) to this "
                   "file, for CCLAB_TUNING");

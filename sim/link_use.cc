@@ -1,0 +1,73 @@
+// Link use by tier and the busiest links (see link_use.h).
+#include "cclab/sim/link_use.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include <fmt/format.h>
+
+namespace cclab::sim {
+namespace {
+
+using TierKey = std::tuple<NodeKind, NodeKind, double>;
+
+TierKey tier_of(const Topology& t, LinkId l) {
+  const Link& link = t.link(l);
+  return {t.node(link.from).kind, t.node(link.to).kind, link.bw_bps};
+}
+
+std::string tier_name(const TierKey& key) {
+  const auto& [from, to, bw] = key;
+  return fmt::format("{}->{} {:g} GB/s", node_kind_name(from), node_kind_name(to), bw * 1e-9);
+}
+
+}  // namespace
+
+double link_utilisation(const Topology& topology, const SimResult& result, LinkId link) {
+  if (result.total <= 0) return 0;
+  return result.link_bytes[link] / (topology.link(link).bw_bps * time_to_seconds(result.total));
+}
+
+std::vector<LinkTier> link_tiers(const Topology& topology, const SimResult& result) {
+  std::map<TierKey, std::size_t> index;  // into `tiers`
+  std::vector<LinkTier> tiers;
+  for (std::size_t i = 0; i < topology.num_links(); ++i) {
+    const auto l = static_cast<LinkId>(i);
+    const TierKey key = tier_of(topology, l);
+    const auto [it, fresh] = index.try_emplace(key, tiers.size());
+    if (fresh) tiers.push_back({tier_name(key)});
+    LinkTier& tier = tiers[it->second];
+    const double u = link_utilisation(topology, result, l);
+    ++tier.links;
+    tier.bytes += result.link_bytes[l];
+    tier.mean_utilisation += u;  // a sum until the end
+    if (result.link_bytes[l] <= 0) continue;
+    ++tier.used;
+    if (u > tier.max_utilisation || tier.busiest < 0) {
+      tier.max_utilisation = u;
+      tier.busiest = l;
+    }
+  }
+  for (LinkTier& tier : tiers) tier.mean_utilisation /= tier.links;
+  return tiers;
+}
+
+std::vector<LinkId> busiest_links(const Topology& topology, const SimResult& result,
+                                  std::size_t k) {
+  std::vector<LinkId> used;
+  for (std::size_t i = 0; i < topology.num_links(); ++i)
+    if (result.link_bytes[i] > 0) used.push_back(static_cast<LinkId>(i));
+  const auto busier = [&](LinkId a, LinkId b) {
+    const double ua = link_utilisation(topology, result, a);
+    const double ub = link_utilisation(topology, result, b);
+    return ua != ub ? ua > ub : a < b;
+  };
+  const std::size_t n = std::min(k, used.size());
+  std::partial_sort(used.begin(), used.begin() + static_cast<std::ptrdiff_t>(n), used.end(),
+                    busier);
+  used.resize(n);
+  return used;
+}
+
+}  // namespace cclab::sim
