@@ -98,29 +98,27 @@ class TraceStreams(unittest.TestCase):
 
 
 
-def sim_trace(args):
-    """The trace events of `cclab sim ARGS --trace` and its process names."""
+def sim_file(args, flag):
+    """The JSON file `cclab sim ARGS FLAG PATH` writes (the run must succeed)."""
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "trace.json")
-        p = subprocess.run([CCLAB, "sim"] + args + ["--trace", path], capture_output=True,
-                           text=True, timeout=60)
-        if p.returncode != 0:
-            raise AssertionError(f"cclab sim {' '.join(args)}: exit {p.returncode}\n{p.stderr}")
-        with open(path) as f:
-            events = json.load(f)["traceEvents"]
-    return events, {e["args"]["name"] for e in events if e["ph"] == "M"}
-
-
-def sim_json(args):
-    """The --json record of `cclab sim ARGS` (which must succeed)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "rows.json")
-        p = subprocess.run([CCLAB, "sim"] + args + ["--json", path], capture_output=True,
+        path = os.path.join(tmp, "out.json")
+        p = subprocess.run([CCLAB, "sim"] + args + [flag, path], capture_output=True,
                            text=True, timeout=60)
         if p.returncode != 0:
             raise AssertionError(f"cclab sim {' '.join(args)}: exit {p.returncode}\n{p.stderr}")
         with open(path) as f:
             return json.load(f)
+
+
+def sim_trace(args):
+    """The trace events of `cclab sim ARGS --trace` and its process names."""
+    events = sim_file(args, "--trace")["traceEvents"]
+    return events, {e["args"]["name"] for e in events if e["ph"] == "M"}
+
+
+def sim_json(args):
+    """The --json record of `cclab sim ARGS`."""
+    return sim_file(args, "--json")
 
 
 class JsonRecord(unittest.TestCase):
