@@ -127,7 +127,14 @@ void Network::activate(FlowId id) {
     alone_rate = links_[l].flows.size() == 1 ? std::min(alone_rate, links_[l].bw_bps) : -1;
   }
   if (alone_rate <= 0) {
-    kept_below_ = kKeepNone;  // an arrival: every rate may change
+    // Sharing its links: no link of its can fill below its capacity over its
+    // flows, nor could one before, so the rates below the least such level
+    // stand (reshare_component); f is above every level until refilled.
+    double fill = std::numeric_limits<double>::infinity();
+    for (LinkId l : f.links())
+      fill = std::min(fill, links_[l].bw_bps / static_cast<double>(links_[l].flows.size()));
+    kept_below_ = std::min(kept_below_, fill * (1 - 1e-6));
+    f.rate = kArriving;
     return defer_reshare(id);
   }
   // Alone on its links (the common case in large runs): its rate is theirs
@@ -186,26 +193,6 @@ void Network::reshare_deferred() {
     if (flows_[s].active && flows_[s].stamp < first) reshare_component(s, kept_below);
 }
 
-void Network::collect_component(FlowId seed) {
-  ++stamp_;
-  comp_flows_.clear();
-  comp_links_.clear();
-  flows_[seed].stamp = stamp_;
-  comp_flows_.push_back(seed);
-  for (std::size_t i = 0; i < comp_flows_.size(); ++i) {
-    for (LinkId l : flows_[comp_flows_[i]].links()) {
-      if (links_[l].stamp == stamp_) continue;
-      links_[l].stamp = stamp_;
-      comp_links_.push_back(l);
-      for (FlowId other : links_[l].flows)
-        if (flows_[other].stamp != stamp_) {
-          flows_[other].stamp = stamp_;
-          comp_flows_.push_back(other);
-        }
-    }
-  }
-}
-
 void Network::collect_above(FlowId seed, double kept_below) {
   ++stamp_;
   comp_flows_.clear();
@@ -238,21 +225,19 @@ void Network::collect_above(FlowId seed, double kept_below) {
   }
 }
 
-void Network::fill_progressively(bool whole) {
+void Network::fill_progressively() {
   if (comp_flows_.empty()) return;
   if (comp_flows_.size() == 1) {
     // A lone flow (the common case): the first round of the loop below gives
-    // it the least room on its links (bandwidth, less the kept flows' rates
-    // when not whole) over 1, and ends.
+    // it the least room on its links (bandwidth less the kept flows' rates)
+    // over 1, and ends.
     double share = std::numeric_limits<double>::infinity();
-    for (LinkId l : comp_links_)
-      share = std::min(share, whole ? links_[l].bw_bps : links_[l].residual);
+    for (LinkId l : comp_links_) share = std::min(share, links_[l].residual);
     CCLAB_CHECK(share < std::numeric_limits<double>::infinity(),
                 "progressive filling found no link to saturate");
     flows_[comp_flows_[0]].rate = share;
     return;
   }
-  if (whole) reset_links();
   for (FlowId id : comp_flows_) flows_[id].rate = -1;  // -1: not frozen yet
   const std::size_t refill = comp_flows_.size();
   shares_.clear();
@@ -284,14 +269,6 @@ void Network::fill_progressively(bool whole) {
       }
     }
     if (live * 2 < share_links_.size()) compact_shares();
-  }
-}
-
-void Network::reset_links() {
-  for (LinkId l : comp_links_) {
-    LinkState& link = links_[l];
-    link.residual = link.bw_bps;
-    link.unfrozen = static_cast<std::int32_t>(link.flows.size());
   }
 }
 
@@ -362,11 +339,7 @@ void Network::compact_shares() {
 }
 
 void Network::reshare_component(FlowId seed, double kept_below) {
-  const bool whole = kept_below == kKeepNone;
-  if (whole)
-    collect_component(seed);
-  else
-    collect_above(seed, kept_below);
+  collect_above(seed, kept_below);
   const Time now = queue_.now();
   old_rate_.clear();
   for (FlowId id : comp_flows_) {
@@ -376,7 +349,7 @@ void Network::reshare_component(FlowId seed, double kept_below) {
     f.updated = now;
     old_rate_.push_back(f.rate);
   }
-  fill_progressively(whole);
+  fill_progressively();
   for (std::size_t i = 0; i < comp_flows_.size(); ++i)
     if (flows_[comp_flows_[i]].rate != old_rate_[i]) schedule_done(comp_flows_[i]);
   if (trace_) trace_links(comp_links_);
@@ -385,7 +358,8 @@ void Network::reshare_component(FlowId seed, double kept_below) {
 void Network::trace_links(std::span<const LinkId> links) const {
   for (LinkId l : links) {
     double sum = 0;
-    for (FlowId id : links_[l].flows) sum += flows_[id].rate;
+    for (FlowId id : links_[l].flows)  // an arrival's rate comes with its refill
+      if (flows_[id].rate != kArriving) sum += flows_[id].rate;
     trace_->link_rate(l, sum, queue_.now());
   }
 }

@@ -155,13 +155,14 @@ std::map<FlowId, double> reference_max_min(const std::map<FlowId, std::vector<Li
   return rate;
 }
 
-// Flows that leave keep the rates below theirs and refill the rest
-// (fill_progressively): after every instant, every active flow's rate must be
-// the max-min rate of the flows then active. 48 flows over a chain of 8 links
-// of 1-10 GB/s, each over a random stretch of it, with 0.1-1 GB each, start
-// together (one component, refilled whole) and leave one by one, 16 more
-// arriving among them; five draws.
-void check_departures_against_reference(std::uint64_t seed) {
+// An instant refills only the rates above the level where progressive
+// filling first runs differently (reshare_component): after every instant,
+// every active flow's rate must be the max-min rate of the flows then
+// active. 48 flows over a chain of 8 links of 1-10 GB/s, each over a random
+// stretch of it, with 0.1-1 GB each, start together (one component) and
+// leave one by one; 16 more arrive at instants where flows leave, and 16 at
+// instants of their own (after a latency); five draws.
+void check_instants_against_reference(std::uint64_t seed) {
   SCOPED_TRACE(fmt::format("seed {}", seed));
   Topology t;
   std::vector<NodeId> nodes;
@@ -172,38 +173,54 @@ void check_departures_against_reference(std::uint64_t seed) {
   SimQueue q;
   Network net(t, q);
   Router router(t);
+  // Flows by id: those active, and those that become active at a later time.
   std::map<FlowId, std::vector<LinkId>> active;
+  std::map<FlowId, std::pair<Time, std::vector<LinkId>>> pending;
   std::map<std::uint64_t, FlowId> by_tag;
   std::uint64_t next_tag = 0;
-  const auto start = [&] {
+  const auto start = [&](Time latency) {
     const int from = int(rng() % 8), to = from + 1 + int(rng() % (8 - from));
     const Route& r = router.route(nodes[from], nodes[to]);
-    const FlowId id = net.start(r, bytes(rng), next_tag);
-    active[id].assign(r.links.begin(), r.links.end());
+    const FlowId id = net.start(r.links, latency, bytes(rng), next_tag);
+    pending[id] = {q.now() + latency, {r.links.begin(), r.links.end()}};
     by_tag[next_tag++] = id;
   };
-  for (int i = 0; i < 48; ++i) start();
-  int instants = 0;
+  for (int i = 0; i < 48; ++i) start(0);
+  int instants = 0, among = 0, alone = 0;
   while (!q.empty()) {
     const auto e = q.pop();
     if (auto tag = net.handle(e.payload)) active.erase(by_tag.at(*tag));
     if (!q.empty() && q.peek(0)->time == q.now()) continue;  // the instant goes on
-    // Every fifth instant one more flow arrives (16 in all): arrivals among
-    // the departures.
-    if (++instants % 5 == 0 && next_tag < 64) {
-      start();
+    // Every fifth instant one more flow arrives among the departures.
+    if (++instants % 5 == 0 && among < 16) {
+      ++among;
+      start(0);
       continue;  // its instant goes on
     }
+    for (auto it = pending.begin(); it != pending.end();)
+      if (it->second.first <= q.now()) {
+        active[it->first] = std::move(it->second.second);
+        it = pending.erase(it);
+      } else {
+        ++it;
+      }
     for (const auto& [id, want] : reference_max_min(active, t))
       ASSERT_LT(rel_err(net.rate(id), want), 1e-9)
           << "flow " << id << " after instant " << instants << ", " << active.size() << " active";
+    // Every third instant a flow starts that arrives 1-1000 ns later, alone.
+    if (instants % 3 == 0 && alone < 16) {
+      ++alone;
+      start(static_cast<Time>(1000 + rng() % 999'000));
+    }
   }
   EXPECT_TRUE(active.empty());
-  EXPECT_GE(instants, 60);  // the flows left at (nearly) as many instants
+  EXPECT_TRUE(pending.empty());
+  EXPECT_EQ(next_tag, 80u);
+  EXPECT_GE(instants, 90);  // departures (nearly) one by one, and the lone arrivals
 }
 
-TEST(Network, RatesAfterEachDepartureAreMaxMinFair) {
-  for (std::uint64_t seed = 1; seed <= 5; ++seed) check_departures_against_reference(seed);
+TEST(Network, RatesAfterEachInstantAreMaxMinFair) {
+  for (std::uint64_t seed = 1; seed <= 5; ++seed) check_instants_against_reference(seed);
 }
 
 }  // namespace

@@ -116,7 +116,8 @@ class Network {
   // Reports every change of a link's total rate to `trace` (may be null).
   void set_trace(TraceWriter* trace) { trace_ = trace; }
 
-  // The current rate of a flow in bytes/s (0 until it is active).
+  // The current rate of a flow in bytes/s (0 until it is active; between
+  // instants, when every rate is refilled).
   double rate(FlowId id) const { return flows_[id].rate; }
   std::size_t active_flows() const { return active_; }
   std::uint64_t flows_started() const { return started_; }
@@ -152,23 +153,23 @@ class Network {
   // Recomputes the rates of the components of the deferred seeds, one at a
   // time, and reschedules the flows whose rate changed.
   void reshare_deferred();
-  // Refills the rates of seed's component (kept_below == kKeepNone), or of
-  // the flows at or above kept_below connected to it through such flows, the
-  // others keeping theirs. When flows only leave, at rates r, no flow below
-  // the least r can change: below it no link they crossed saturated, so
-  // progressive filling runs as before up to there. Above it the flows
-  // connected to no link that a flow left keep their rates too: their links
-  // lost nothing and gained nothing. An arrival can change any rate.
+  // Refills the rates of the flows at or above kept_below connected to seed
+  // through such flows, the others keeping theirs. No rate below the level
+  // at which progressive filling first runs differently can change: below
+  // the least rate r of a flow that left (no link it crossed saturated
+  // below r), and below the least c/n over the links of the flows that
+  // arrived, c a link's capacity and n its flows now (before, with fewer
+  // flows, it saturated at c/n or above, unless a flow left it, and now it
+  // cannot fill below c/n). Above that level the flows connected to no
+  // link that a flow left or joined keep their rates too: their links lost
+  // nothing and gained nothing.
   void reshare_component(FlowId seed, double kept_below);
-  void collect_component(FlowId seed);
   // The flows at or above kept_below reachable from seed through such flows
   // (none if seed is below), and their links, each with its capacity less the
   // kept flows' rates (residual) and its count of the others (unfrozen).
   void collect_above(FlowId seed, double kept_below);
-  // Max-min rates for the collected flows; `whole`: the component, on the
-  // links' full capacities, else what collect_above left.
-  void fill_progressively(bool whole);
-  void reset_links();
+  // Max-min rates for the flows collect_above collected, on what it left.
+  void fill_progressively();
   void schedule_done(FlowId id);
   void trace_links(std::span<const LinkId> links) const;
 
@@ -200,12 +201,15 @@ class Network {
   std::uint32_t stamp_ = 0;
   std::vector<double> old_rate_;
   // At this instant so far: a millionth below the lowest rate of a flow that
-  // left (rates frozen at one level may differ in their last bits, so a flow
-  // that close below may be tied with it, and is refilled: refilling more than
-  // needed changes nothing, keeping a tied one would keep it too low), or
-  // kKeepNone once a flow arrived that had to share its links.
-  static constexpr double kKeepNone = -std::numeric_limits<double>::infinity();
+  // left and the lowest c/n of an arrival's links (reshare_component; rates
+  // frozen at one level may differ in their last bits, so a flow that close
+  // below may be tied with it, and is refilled: refilling more than needed
+  // changes nothing, keeping a tied one would keep it too low).
   double kept_below_ = kNoShare;
+  // The rate of a flow that arrived, until its refill at the end of the
+  // instant: above every kept_below, so it is refilled; settling it costs
+  // nothing (its bytes start now).
+  static constexpr double kArriving = std::numeric_limits<double>::max();
   // Flows whose component changed at this instant, and whether the kReshare
   // event that handles them is queued.
   std::vector<FlowId> deferred_, seeds_;
