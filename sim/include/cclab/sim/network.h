@@ -15,9 +15,10 @@
 // instant, after every flow that activates or finishes then (a kReshare event
 // queued behind them), component by component: an all-to-all's n(n-1) flows
 // start at one instant, and recomputing the growing component at each of
-// them cost n^4. A flow that activates alone on its links takes their
-// bandwidth at once (a later flow joining it at that instant defers a
-// recompute of both).
+// them cost n^4. Within a component only the flows above the level where
+// progressive filling first runs differently are refilled (reshare_component).
+// A flow that activates alone on its links takes their bandwidth at once (a
+// later flow joining it at that instant defers a recompute of both).
 #pragma once
 
 #include <cstdint>
