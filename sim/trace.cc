@@ -1,8 +1,9 @@
 // Trace recording (see trace.h). Ranks are threads of process 0, links are
 // counters of process 1 and hosts threads of process 2, so a viewer groups
-// them apart. Events are formatted straight into a buffer (a JSON object per
-// event through nlohmann took ten times the simulation's own time); the
-// strings that could need escaping go through nlohmann.
+// them apart. Events are formatted straight into a buffer (an nlohmann object
+// per event took 8.1 s against 1.1 s for a 16-node hier/hd trace, whose
+// simulation takes 0.14 s); the strings that could need escaping go through
+// nlohmann.
 #include "cclab/sim/trace.h"
 
 #include <algorithm>
