@@ -133,7 +133,7 @@ void Network::activate(FlowId id) {
     double fill = std::numeric_limits<double>::infinity();
     for (LinkId l : f.links())
       fill = std::min(fill, links_[l].bw_bps / static_cast<double>(links_[l].flows.size()));
-    kept_below_ = std::min(kept_below_, fill * (1 - 1e-6));
+    kept_below_ = std::min(kept_below_, fill * kBelowTies);
     f.rate = kArriving;
     return defer_reshare(id);
   }
@@ -157,8 +157,8 @@ std::uint64_t Network::finish(FlowId id) {
   }
   if (f.active) {
     --active_;
-    // The rates below f's stand (fill_progressively), but for ties a millionth below.
-    kept_below_ = std::min(kept_below_, f.rate * (1 - 1e-6));
+    // The rates below f's stand (reshare_component).
+    kept_below_ = std::min(kept_below_, f.rate * kBelowTies);
   }
   f.active = f.live = false;
   f.rate = 0;

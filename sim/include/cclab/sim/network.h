@@ -207,6 +207,7 @@ class Network {
   // below may be tied with it, and is refilled: refilling more than needed
   // changes nothing, keeping a tied one would keep it too low).
   double kept_below_ = kNoShare;
+  static constexpr double kBelowTies = 1 - 1e-6;  // a level times this: a millionth below
   // The rate of a flow that arrived, until its refill at the end of the
   // instant: above every kept_below, so it is refilled; settling it costs
   // nothing (its bytes start now).
