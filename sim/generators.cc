@@ -33,6 +33,11 @@
 //                                      inside a node are gpu-nvsw-gpu (2*nvlat),
 //                                      across nodes gpu-nic-sw-nic-gpu (2*lat)
 //
+// Every link has a tier, named for the level of the network it is on, for
+// `cclab sim --links`: host->switch, switch->host (and fabric); ring+, ring-;
+// x+, x-, y+, y-, z+, z- (a torus dimension, one direction); host->leaf,
+// leaf->spine, spine->core and back; gpu->nvsw, gpu->nic, nic->net and back.
+//
 // Every generator also takes reduce=<bandwidth>: the endpoints' reduction rate
 // (default: free), and latf=, bwf= size-dependent latency and bandwidth
 // factors as from:factor bands, e.g. bwf=0:0.5/64K:0.9 (see Corrections in
@@ -157,16 +162,17 @@ Topology make_switch(SpecArgs& a) {
   for (long i = 0; i < n; ++i) t.add_endpoint(fmt::format("e{}", i), false, reduce);
   if (!shared) {
     const NodeId sw = t.add_node(NodeKind::kSwitch, "sw", true);
-    for (long i = 0; i < n; ++i) t.add_duplex(t.endpoint(static_cast<int>(i)), sw, bw, lat);
+    for (long i = 0; i < n; ++i)
+      t.add_duplex(t.endpoint(static_cast<int>(i)), sw, bw, lat, "host->switch", "switch->host");
     return t;
   }
   // Into the switch at one side, out at the other, through the fabric link.
   const NodeId in = t.add_node(NodeKind::kSwitch, "sw.in", true);
   const NodeId out = t.add_node(NodeKind::kSwitch, "sw.out", true);
-  t.add_link(in, out, fabric, 0);
+  t.add_link(in, out, fabric, 0, "fabric");
   for (long i = 0; i < n; ++i) {
-    t.add_link(t.endpoint(static_cast<int>(i)), in, bw, lat);
-    t.add_link(out, t.endpoint(static_cast<int>(i)), bw, lat);
+    t.add_link(t.endpoint(static_cast<int>(i)), in, bw, lat, "host->switch");
+    t.add_link(out, t.endpoint(static_cast<int>(i)), bw, lat, "switch->host");
   }
   return t;
 }
@@ -182,13 +188,14 @@ Topology make_ring(SpecArgs& a) {
   const long pairs = n == 1 ? 0 : n == 2 ? 1 : n;
   for (long i = 0; i < pairs; ++i)
     t.add_duplex(t.endpoint(static_cast<int>(i)), t.endpoint(static_cast<int>((i + 1) % n)), bw,
-                 lat);
+                 lat, "ring+", "ring-");
   return t;
 }
 
 // A torus of 2 or 3 dimensions: endpoint (i, j, k) is number (k*y + j)*x + i
 // and links to its successor in every dimension (once where a dimension is 2,
-// which has one neighbour each way).
+// which has one neighbour each way). Each dimension and direction is a tier:
+// x+ from (i, j, k) to (i+1, j, k), x- back, and so on.
 Topology make_torus(SpecArgs& a, int dims) {
   const long x = a.integer("x", 1), y = a.integer("y", 1);
   const long z = dims == 3 ? a.integer("z", 1) : 1;
@@ -211,9 +218,9 @@ Topology make_torus(SpecArgs& a, int dims) {
   for (long k = 0; k < z; ++k)
     for (long j = 0; j < y; ++j)
       for (long i = 0; i < x; ++i) {
-        if (links(x, i)) t.add_duplex(id(i, j, k), id((i + 1) % x, j, k), bw, lat);
-        if (links(y, j)) t.add_duplex(id(i, j, k), id(i, (j + 1) % y, k), bw, lat);
-        if (links(z, k)) t.add_duplex(id(i, j, k), id(i, j, (k + 1) % z), bw, lat);
+        if (links(x, i)) t.add_duplex(id(i, j, k), id((i + 1) % x, j, k), bw, lat, "x+", "x-");
+        if (links(y, j)) t.add_duplex(id(i, j, k), id(i, (j + 1) % y, k), bw, lat, "y+", "y-");
+        if (links(z, k)) t.add_duplex(id(i, j, k), id(i, j, (k + 1) % z), bw, lat, "z+", "z-");
       }
   // A row: its x endpoints are consecutive ranks joined by a ring of direct
   // links, so hier's groups run their rings there and the inner all-reduce
@@ -259,13 +266,14 @@ Topology make_fat_tree(SpecArgs& a) {
       const std::string name =
           tiers == 3 ? fmt::format("pod{}.spine{}", p, s) : fmt::format("spine{}", s);
       spine_ids.push_back(t.add_node(NodeKind::kSwitch, name, true));
-      for (NodeId c : core_ids) t.add_duplex(spine_ids.back(), c, core_bw, lat);
+      for (NodeId c : core_ids)
+        t.add_duplex(spine_ids.back(), c, core_bw, lat, "spine->core", "core->spine");
     }
     for (long l = p * per_pod; l < (p + 1) * per_pod; ++l) {
       const NodeId leaf = t.add_node(NodeKind::kSwitch, fmt::format("leaf{}", l), true);
       for (long h = l * per_leaf; h < (l + 1) * per_leaf; ++h)
-        t.add_duplex(t.endpoint(static_cast<int>(h)), leaf, bw, lat);
-      for (NodeId s : spine_ids) t.add_duplex(leaf, s, uplink, lat);
+        t.add_duplex(t.endpoint(static_cast<int>(h)), leaf, bw, lat, "host->leaf", "leaf->host");
+      for (NodeId s : spine_ids) t.add_duplex(leaf, s, uplink, lat, "leaf->spine", "spine->leaf");
     }
   }
   t.group_size_hint = static_cast<int>(per_leaf);  // a leaf's hosts: consecutive ranks
@@ -290,9 +298,9 @@ Topology make_nodes(SpecArgs& a) {
     for (long g = 0; g < gpus; ++g) {
       const NodeId gpu = t.endpoint(static_cast<int>(n * gpus + g));
       const NodeId card = t.add_node(NodeKind::kNic, fmt::format("n{}.nic{}", n, g), true);
-      t.add_duplex(gpu, nvsw, nvlink, nvlat);
-      t.add_duplex(gpu, card, nic, 0);  // PCIe hop: the NIC is the bottleneck
-      t.add_duplex(card, net, nic, lat);
+      t.add_duplex(gpu, nvsw, nvlink, nvlat, "gpu->nvsw", "nvsw->gpu");
+      t.add_duplex(gpu, card, nic, 0, "gpu->nic", "nic->gpu");  // PCIe: the NIC is the limit
+      t.add_duplex(card, net, nic, lat, "nic->net", "net->nic");
     }
   }
   t.group_size_hint = static_cast<int>(gpus);

@@ -3,23 +3,28 @@
 
 #include <algorithm>
 #include <map>
-#include <tuple>
+#include <utility>
 
 #include <fmt/format.h>
 
 namespace cclab::sim {
 namespace {
 
-using TierKey = std::tuple<NodeKind, NodeKind, double>;
+// The tier's name, or the kinds of node it joins where it has none; and the
+// bandwidth, so links of one name at different rates stay apart.
+using TierKey = std::pair<std::string, double>;
 
 TierKey tier_of(const Topology& t, LinkId l) {
   const Link& link = t.link(l);
-  return {t.node(link.from).kind, t.node(link.to).kind, link.bw_bps};
+  const std::string_view name = t.link_tier(l);
+  if (!name.empty()) return {std::string(name), link.bw_bps};
+  return {fmt::format("{}->{}", node_kind_name(t.node(link.from).kind),
+                      node_kind_name(t.node(link.to).kind)),
+          link.bw_bps};
 }
 
 std::string tier_name(const TierKey& key) {
-  const auto& [from, to, bw] = key;
-  return fmt::format("{}->{} {:g} GB/s", node_kind_name(from), node_kind_name(to), bw * 1e-9);
+  return fmt::format("{} {:g} GB/s", key.first, key.second * 1e-9);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "cclab/collectives/algorithms.h"
@@ -38,8 +39,8 @@ TEST(LinkUse, RingOnASwitchLoadsEveryLinkAlike) {
   const SimResult r = run(t, Algorithm::kRing);
   const auto tiers = link_tiers(t, r);
   ASSERT_EQ(tiers.size(), 2u);
-  EXPECT_EQ(tiers[0].name, "endpoint->switch 10 GB/s");
-  EXPECT_EQ(tiers[1].name, "switch->endpoint 10 GB/s");
+  EXPECT_EQ(tiers[0].name, "host->switch 10 GB/s");
+  EXPECT_EQ(tiers[1].name, "switch->host 10 GB/s");
   const double u = 1.5 * kS / (10e9 * time_to_seconds(r.total));
   for (const LinkTier& tier : tiers) {
     EXPECT_EQ(tier.links, 4);
@@ -61,21 +62,65 @@ TEST(LinkUse, NodesTiersShowWhereTheRingAndHierMoveTheirBytes) {
   const auto ring = by_name(link_tiers(t, run(t, Algorithm::kRing)));
   const auto hier = by_name(link_tiers(t, run(t, Algorithm::kHierarchical)));
   ASSERT_EQ(ring.size(), 6u);
-  for (const char* name : {"endpoint->switch 450 GB/s", "switch->endpoint 450 GB/s"}) {
+  for (const char* name : {"gpu->nvsw 450 GB/s", "nvsw->gpu 450 GB/s"}) {
     EXPECT_EQ(ring.at(name).links, 4) << name;
     EXPECT_EQ(ring.at(name).used, 2) << name;
     EXPECT_DOUBLE_EQ(ring.at(name).bytes, 3 * kS) << name;
     EXPECT_EQ(hier.at(name).used, 4) << name;
     EXPECT_DOUBLE_EQ(hier.at(name).bytes, 4 * kS) << name;
   }
-  for (const char* name : {"endpoint->nic 50 GB/s", "nic->switch 50 GB/s", "switch->nic 50 GB/s",
-                           "nic->endpoint 50 GB/s"}) {
+  for (const char* name :
+       {"gpu->nic 50 GB/s", "nic->net 50 GB/s", "net->nic 50 GB/s", "nic->gpu 50 GB/s"}) {
     EXPECT_EQ(ring.at(name).links, 4) << name;
     EXPECT_EQ(ring.at(name).used, 2) << name;
     EXPECT_DOUBLE_EQ(ring.at(name).bytes, 3 * kS) << name;
     EXPECT_EQ(hier.at(name).used, 4) << name;
     EXPECT_DOUBLE_EQ(hier.at(name).bytes, 4 * kS / 2) << name;
   }
+}
+
+// A 4x4 torus, hier in groups of a row: each row reduce-scatters and
+// all-gathers in a ring towards +x (1.5 S a rank, on its x+ link), and
+// between the rows each rank all-reduces its S/4 shard in a ring towards +y
+// (2 x 3/4 x S/4 = 3/8 S on its y+ link). Nothing goes -x or -y: a tier per
+// dimension and direction shows what one tier for the whole torus hid.
+TEST(LinkUse, TorusTiersAreADimensionAndADirection) {
+  const Topology t = generate_topology("torus2d:x=4,y=4,bw=10GBps");
+  const auto hier = by_name(link_tiers(t, run(t, Algorithm::kHierarchical)));
+  ASSERT_EQ(hier.size(), 4u);
+  const std::map<std::string, double> per_link = {
+      {"x+ 10 GB/s", 1.5 * kS}, {"x- 10 GB/s", 0}, {"y+ 10 GB/s", 0.375 * kS}, {"y- 10 GB/s", 0}};
+  for (const auto& [name, bytes] : per_link) {
+    EXPECT_EQ(hier.at(name).links, 16) << name;
+    EXPECT_EQ(hier.at(name).used, bytes > 0 ? 16 : 0) << name;
+    EXPECT_DOUBLE_EQ(hier.at(name).bytes, 16 * bytes) << name;
+  }
+}
+
+// A leaf-spine of 2 leaves of 2 hosts: the ring's 1.5 S a rank goes up and
+// down every host's link, and for the two neighbours on other leaves (1 to
+// 2, 3 to 0) up one leaf's uplink and down the other's downlink, which the
+// kinds of node alone (switch->switch) cannot tell apart.
+TEST(LinkUse, FatTreeUplinksAndDownlinksAreTiersOfTheirOwn) {
+  const Topology t = generate_topology("fat-tree:hosts=4,leaves=2,spines=1,bw=10GBps");
+  const auto ring = by_name(link_tiers(t, run(t, Algorithm::kRing)));
+  ASSERT_EQ(ring.size(), 4u);
+  for (const char* name : {"host->leaf 10 GB/s", "leaf->host 10 GB/s"})
+    EXPECT_DOUBLE_EQ(ring.at(name).bytes, 4 * 1.5 * kS) << name;
+  for (const char* name : {"leaf->spine 10 GB/s", "spine->leaf 10 GB/s"}) {
+    EXPECT_EQ(ring.at(name).links, 2) << name;
+    EXPECT_DOUBLE_EQ(ring.at(name).bytes, 2 * 1.5 * kS) << name;
+  }
+}
+
+// Links without a tier name fall back to the kinds of node they join.
+TEST(LinkUse, UnnamedLinksAreTieredByTheKindsOfNodeTheyJoin) {
+  Topology t;
+  const NodeId sw = t.add_node(NodeKind::kSwitch, "sw", true);
+  for (int i = 0; i < 2; ++i) t.add_duplex(t.add_endpoint(fmt::format("e{}", i)), sw, 1e9, 1000);
+  const auto tiers = by_name(link_tiers(t, run(t, Algorithm::kRing)));
+  EXPECT_EQ(tiers.at("endpoint->switch 1 GB/s").links, 2);
+  EXPECT_EQ(tiers.at("switch->endpoint 1 GB/s").links, 2);
 }
 
 // The busiest links: only links that carried bytes, the highest

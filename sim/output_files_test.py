@@ -144,7 +144,7 @@ class JsonRecord(unittest.TestCase):
         args = ["--topology", "switch:n=4,bw=100Gbps", "--algo", "ring", "-b", "4M", "-e", "4M"]
         use = sim_json(args + ["--links", "3"])["rows"][0]["link_use"]
         self.assertEqual([t["tier"] for t in use["tiers"]],
-                         ["endpoint->switch 12.5 GB/s", "switch->endpoint 12.5 GB/s"])
+                         ["host->switch 12.5 GB/s", "switch->host 12.5 GB/s"])
         for t in use["tiers"]:
             self.assertEqual((t["links"], t["used"], t["bytes"]), (4, 4, 4 * 1.5 * (4 << 20)))
         self.assertEqual([l["bytes"] for l in use["busiest"]], [1.5 * (4 << 20)] * 3)

@@ -41,17 +41,23 @@ NodeId Topology::add_endpoint(std::string name, bool transit, double reduce_bps)
   return id;
 }
 
-LinkId Topology::add_link(NodeId from, NodeId to, double bw_bps, Time latency) {
+LinkId Topology::add_link(NodeId from, NodeId to, double bw_bps, Time latency,
+                          std::string_view tier) {
   links_.push_back(Link{from, to, bw_bps, latency});
+  const auto [at, fresh] =
+      tier_ids_.try_emplace(std::string(tier), static_cast<std::uint32_t>(tier_names_.size()));
+  if (fresh) tier_names_.emplace_back(tier);
+  link_tiers_.push_back(at->second);
   const auto id = static_cast<LinkId>(links_.size() - 1);
   nodes_[from].out.push_back(id);
   nodes_[to].in.push_back(id);
   return id;
 }
 
-void Topology::add_duplex(NodeId a, NodeId b, double bw_bps, Time latency) {
-  add_link(a, b, bw_bps, latency);
-  add_link(b, a, bw_bps, latency);
+void Topology::add_duplex(NodeId a, NodeId b, double bw_bps, Time latency, std::string_view ab,
+                          std::string_view ba) {
+  add_link(a, b, bw_bps, latency, ab);
+  add_link(b, a, bw_bps, latency, ba);
 }
 
 std::string Topology::link_name(LinkId id) const {

@@ -6,7 +6,8 @@
 //                 "reduce": "200GBps"},                 // transit, reduce optional
 //                {"name": "sw0", "kind": "switch"}, ... ],  // kinds: endpoint, switch, nic
 //     "links": [ {"from": "gpu0", "to": "sw0", "bw": "100Gbps", "lat": "1us",
-//                 "duplex": true}, ... ],              // duplex (default true): both ways
+//                 "duplex": true,                      // duplex (default true): both ways
+//                 "tier": "up", "tier_back": "down"}, ... ],  // optional names for reports
 //     "latency_factor": [[0, 1.5], [65536, 1.0]],     // optional [from_bytes, factor]
 //     "bandwidth_factor": "0:0.5/64K:0.9",            // bands, or the spec's string form
 //     "eager": "64K",                                 // optional, bytes or "64K": eager limit
@@ -15,6 +16,9 @@
 //     "pairs": "shared"                               // optional: fifo (default) or shared
 //   }
 //
+// A link's "tier" names the level of the network it is on for `cclab sim
+// --links` (from->to; "tier_back" names the way back of a duplex, default
+// the same); without one, reports group links by the kinds of node they join.
 // Ranks map onto endpoints in the order they are listed. Every error names the
 // JSON path of the field ("links[3].bw").
 #include <fstream>
@@ -44,6 +48,11 @@ std::string string_field(const json& obj, const std::string& key, const std::str
   if (!v.is_string())
     throw InvalidArgument(fmt::format("{}.{}: expected a string (got {})", path, key, v.dump()));
   return v.get<std::string>();
+}
+
+std::string optional_string(const json& obj, const std::string& key, const std::string& path,
+                            const std::string& fallback) {
+  return obj.contains(key) ? string_field(obj, key, path) : fallback;
 }
 
 bool bool_field(const json& obj, const std::string& key, const std::string& path, bool fallback) {
@@ -106,10 +115,15 @@ void add_links(Topology& t, const json& links, const std::string& what,
     }
     const double bw = parse_bandwidth(string_field(links[i], "bw", path), path + ".bw");
     const Time lat = parse_latency(string_field(links[i], "lat", path), path + ".lat");
+    const std::string tier = optional_string(links[i], "tier", path, "");
     if (bool_field(links[i], "duplex", path, true))
-      t.add_duplex(ends[0], ends[1], bw, lat);
+      t.add_duplex(ends[0], ends[1], bw, lat, tier,
+                   optional_string(links[i], "tier_back", path, tier));
+    else if (links[i].contains("tier_back"))
+      throw InvalidArgument(
+          fmt::format("{}.tier_back: a link with \"duplex\": false has no way back", path));
     else
-      t.add_link(ends[0], ends[1], bw, lat);
+      t.add_link(ends[0], ends[1], bw, lat, tier);
   }
 }
 

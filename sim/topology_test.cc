@@ -2,6 +2,7 @@
 // bad input must be an InvalidArgument whose message names the field.
 #include "cclab/sim/topology.h"
 
+#include <map>
 #include <set>
 #include <string>
 
@@ -67,6 +68,38 @@ TEST(Generators, Shapes) {
   EXPECT_EQ(nodes.group_size_hint, 4);
 }
 
+std::map<std::string, int> links_per_tier(const Topology& t) {
+  std::map<std::string, int> count;
+  for (LinkId l = 0; l < static_cast<LinkId>(t.num_links()); ++l)
+    ++count[std::string(t.link_tier(l))];
+  return count;
+}
+
+// Every generated link is in a named tier; the counts are the shapes' above.
+TEST(Generators, TierNames) {
+  using Counts = std::map<std::string, int>;
+  // 4x3x2: 24 links each way in x and in y, 12 in z (a dimension of 2).
+  EXPECT_EQ(links_per_tier(generate_topology("torus3d:x=4,y=3,z=2")),
+            (Counts{{"x+", 24}, {"x-", 24}, {"y+", 24}, {"y-", 24}, {"z+", 12}, {"z-", 12}}));
+  EXPECT_EQ(links_per_tier(generate_topology("ring:n=5")), (Counts{{"ring+", 5}, {"ring-", 5}}));
+  EXPECT_EQ(links_per_tier(generate_topology("switch:n=3,fabric=1GBps")),
+            (Counts{{"host->switch", 3}, {"switch->host", 3}, {"fabric", 1}}));
+  EXPECT_EQ(links_per_tier(
+                generate_topology("fat-tree:tiers=3,pods=2,hosts=16,leaves=4,spines=2,cores=3")),
+            (Counts{{"host->leaf", 16},
+                    {"leaf->host", 16},
+                    {"leaf->spine", 8},
+                    {"spine->leaf", 8},
+                    {"spine->core", 12},
+                    {"core->spine", 12}}));
+  EXPECT_EQ(links_per_tier(generate_topology("nodes:nodes=2,gpus=4")), (Counts{{"gpu->nvsw", 8},
+                                                                               {"nvsw->gpu", 8},
+                                                                               {"gpu->nic", 8},
+                                                                               {"nic->gpu", 8},
+                                                                               {"nic->net", 8},
+                                                                               {"net->nic", 8}}));
+}
+
 TEST(Generators, Errors) {
   expect_invalid([] { generate_topology("mesh:n=4"); }, "unknown generator 'mesh'");
   expect_invalid([] { generate_topology("switch:bw=1Gbps"); }, "topology switch: n: missing field");
@@ -128,6 +161,38 @@ TEST(Json, ParsesAndNamesFields) {
                             "t.json");
       },
       "t.json.nodes[0].kind: unknown kind 'router'");
+  // Tier names: "tier" the way from->to, "tier_back" the way back (default
+  // the same), none without either.
+  const Topology named = parse_topology_json(
+      R"({"nodes": [{"name": "a", "kind": "endpoint"}, {"name": "b", "kind": "endpoint"},
+          {"name": "s", "kind": "switch"}],
+          "links": [{"from": "a", "to": "s", "bw": "1GBps", "lat": "1us", "tier": "up",
+                     "tier_back": "down"},
+                    {"from": "b", "to": "s", "bw": "1GBps", "lat": "1us", "tier": "b"},
+                    {"from": "a", "to": "b", "bw": "1GBps", "lat": "1us", "duplex": false}]})",
+      "t.json");
+  std::vector<std::string_view> tiers;
+  for (LinkId l = 0; l < static_cast<LinkId>(named.num_links()); ++l)
+    tiers.push_back(named.link_tier(l));
+  EXPECT_EQ(tiers, (std::vector<std::string_view>{"up", "down", "b", "b", ""}));
+  expect_invalid(
+      [] {
+        parse_topology_json(
+            R"({"nodes": [{"name": "a", "kind": "endpoint"}, {"name": "b", "kind": "endpoint"}],
+          "links": [{"from": "a", "to": "b", "bw": "1GBps", "lat": "1us", "tier": 3}]})",
+            "t.json");
+      },
+      "t.json.links[0].tier: expected a string (got 3)");
+  expect_invalid(
+      [] {
+        parse_topology_json(
+            R"({"nodes": [{"name": "a", "kind": "endpoint"}, {"name": "b", "kind": "endpoint"}],
+          "links": [{"from": "a", "to": "b", "bw": "1GBps", "lat": "1us", "duplex": false,
+                     "tier_back": "x"}, {"from": "b", "to": "a", "bw": "1GBps", "lat": "1us",
+                     "duplex": false}]})",
+            "t.json");
+      },
+      "t.json.links[0].tier_back: a link with \"duplex\": false has no way back");
   // Two endpoints with no link between them.
   expect_invalid(
       [] {

@@ -1,11 +1,14 @@
 // Where a simulated collective's bytes went (`cclab sim --links`): the links
 // in tiers, and the busiest of them.
 //
-// A tier is the links that join the same kinds of node at the same bandwidth
-// ("endpoint->switch 450 GB/s": the GPUs' NVLink into their switch on a
-// `nodes` topology; "nic->switch 50 GB/s": the NICs' uplinks), so an
-// algorithm's load on each level of the network reads at a glance: hier
-// moves its bytes on NVLink, the flat ring through the NICs. A link's
+// A tier is the links of one tier name at one bandwidth (Topology::link_tier:
+// "gpu->nvsw 450 GB/s", the GPUs' NVLink into their switch on a `nodes`
+// topology; "nic->net 50 GB/s", the NICs' uplinks; "x+" on a torus), or,
+// for links without a name, those joining the same kinds of node at the same
+// bandwidth ("endpoint->switch 100 GB/s"). An algorithm's load on each level
+// of the network then reads at a glance: hier moves its bytes on NVLink, the
+// flat ring through the NICs; a torus ring uses one direction of one
+// dimension. A link's
 // utilisation is its bytes over what it could carry in the collective's
 // time, bytes / (bandwidth * time).
 #pragma once
@@ -20,7 +23,7 @@
 namespace cclab::sim {
 
 struct LinkTier {
-  std::string name;             // "endpoint->switch 450 GB/s"
+  std::string name;             // "gpu->nvsw 450 GB/s"
   int links = 0;                // of the topology
   int used = 0;                 // that carried bytes
   double bytes = 0;             // all its links together

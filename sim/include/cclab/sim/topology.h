@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -67,9 +68,13 @@ class Topology {
  public:
   NodeId add_node(NodeKind kind, std::string name, bool transit);
   NodeId add_endpoint(std::string name, bool transit = false, double reduce_bps = 0);
-  LinkId add_link(NodeId from, NodeId to, double bw_bps, Time latency);
-  // Two links, one each way.
-  void add_duplex(NodeId a, NodeId b, double bw_bps, Time latency);
+  // `tier` names the level of the network the link belongs to, for reports
+  // (`cclab sim --links`): "x+" for a torus's links towards +x, "leaf->spine"
+  // on a fat tree. Empty: none given (reports then group by node kinds).
+  LinkId add_link(NodeId from, NodeId to, double bw_bps, Time latency, std::string_view tier = {});
+  // Two links, one each way: a->b in tier `ab`, b->a in tier `ba`.
+  void add_duplex(NodeId a, NodeId b, double bw_bps, Time latency, std::string_view ab = {},
+                  std::string_view ba = {});
 
   // Checks every link's values and that every endpoint reaches, and is reached
   // from, endpoint 0; throws InvalidArgument naming `what` and the node.
@@ -83,6 +88,8 @@ class Topology {
   NodeId endpoint(int index) const { return endpoints_[index]; }
   // "gpu3->nvsw0" for reports.
   std::string link_name(LinkId id) const;
+  // The tier add_link was given ("" when none).
+  std::string_view link_tier(LinkId id) const { return tier_names_[link_tiers_[id]]; }
 
   // Ranks per group for the algorithms that take one (hier, rings): a fast or
   // natural domain of consecutive ranks (the GPUs of a node, the hosts of a
@@ -116,6 +123,11 @@ class Topology {
   std::vector<Node> nodes_;
   std::vector<Link> links_;
   std::vector<NodeId> endpoints_;
+  // Tier names are kept once each (a topology has a handful, and many links):
+  // link_tiers_[l] indexes tier_names_, whose entry 0 is "" (none).
+  std::vector<std::uint32_t> link_tiers_;
+  std::vector<std::string> tier_names_{""};
+  std::map<std::string, std::uint32_t, std::less<>> tier_ids_{{"", 0}};
 };
 
 // A generator spec ("switch:n=8,bw=100Gbps,lat=1us"; see generators.cc for the
