@@ -103,9 +103,10 @@ TEST(Resolve, RejectsBadValuesNamingTheFlag) {
                  "--timing: unknown timing 'wall' (allowed: rank, span)");
   expect_invalid(with([](auto& f) { f.step_factor = 1; }), "-f/--stepfactor");
   expect_invalid(with([](auto& f) { f.root = 2; }), "--root");
-  expect_invalid(with([](auto& f) { f.inner = "hier"; }),
-                 "--inner: 'hier' is not an inner algorithm (allowed: ring, tree, hd, direct, or "
-                 "all)");
+  expect_invalid(
+      with([](auto& f) { f.inner = "hier"; }),
+      "--inner: 'hier' is not an inner algorithm (allowed: ring, tree, hd, direct, biring, or "
+      "all)");
   expect_invalid(with([](auto& f) { f.inner = "tree,ring,tree"; }),
                  "--inner: 'tree' is given twice");
   expect_invalid(with([](auto& f) { f.inner = "ring,"; }), "--inner: '' is not an inner");

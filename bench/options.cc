@@ -37,8 +37,8 @@ std::string names_of(const std::vector<Algorithm>& algos) {
 // Every algorithm name, applicable or not, to tell "unknown" from "does not apply".
 bool is_algorithm_name(std::string_view name) {
   constexpr std::array kAll = {
-      Algorithm::kAuto,         Algorithm::kRing,   Algorithm::kTree, Algorithm::kHalvingDoubling,
-      Algorithm::kHierarchical, Algorithm::kDirect, Algorithm::kRings};
+      Algorithm::kAuto,         Algorithm::kRing,   Algorithm::kTree,  Algorithm::kHalvingDoubling,
+      Algorithm::kHierarchical, Algorithm::kDirect, Algorithm::kRings, Algorithm::kBiRing};
   return std::any_of(kAll.begin(), kAll.end(),
                      [&](Algorithm a) { return coll::algorithm_name(a) == name; });
 }

@@ -17,8 +17,8 @@ namespace cclab::coll {
 namespace {
 
 constexpr Algorithm kAllAlgorithms[] = {
-    Algorithm::kRing,         Algorithm::kTree,   Algorithm::kHalvingDoubling,
-    Algorithm::kHierarchical, Algorithm::kDirect, Algorithm::kRings};
+    Algorithm::kRing,   Algorithm::kTree,  Algorithm::kHalvingDoubling, Algorithm::kHierarchical,
+    Algorithm::kDirect, Algorithm::kRings, Algorithm::kBiRing};
 
 // A schedule whose programs come from a generator function.
 class GeneratedSchedule final : public Schedule {
@@ -57,8 +57,9 @@ void validate(const CollectiveShape& s, const AlgoConfig& c) {
   if (c.algo == Algorithm::kHierarchical &&
       (c.inner == Algorithm::kHierarchical || c.inner == Algorithm::kRings ||
        c.inner == Algorithm::kAuto))
-    throw InvalidArgument(fmt::format(
-        "inner: '{}' is not allowed (allowed: ring, tree, hd, direct)", algorithm_name(c.inner)));
+    throw InvalidArgument(fmt::format("inner: '{}' is not allowed (allowed: {})",
+                                      algorithm_name(c.inner),
+                                      join_names(inner_algorithms(), ", ")));
   if (c.algo == Algorithm::kHierarchical && !allows_inner(s.kind, c.inner))
     throw InvalidArgument(
         fmt::format("inner: '{}' is not allowed for {} (allowed: ring, hd; hier's {} "
@@ -85,6 +86,9 @@ std::unique_ptr<Schedule> all_reduce(const CollectiveShape& s, const AlgoConfig&
     case Algorithm::kHalvingDoubling:
       return std::make_unique<GeneratedSchedule>(
           s, "hd" + suffix, 0, [=](int r) { return hd_all_reduce(n, r, count, chunks); });
+    case Algorithm::kBiRing:
+      return std::make_unique<GeneratedSchedule>(
+          s, "biring" + suffix, 0, [=](int r) { return biring_all_reduce(n, r, count, chunks); });
     case Algorithm::kDirect: {
       const bool into_output = c.disjoint_output;
       return std::make_unique<GeneratedSchedule>(
@@ -124,11 +128,13 @@ std::string_view algorithm_name(Algorithm a) {
       return "direct";
     case Algorithm::kRings:
       return "rings";
+    case Algorithm::kBiRing:
+      return "biring";
   }
   return "?";
 }
 
-std::string algorithm_names() { return "ring, tree, hd, hier, direct, rings, auto"; }
+std::string algorithm_names() { return "ring, tree, hd, hier, direct, rings, biring, auto"; }
 
 std::string join_names(const std::vector<Algorithm>& algos, std::string_view separator) {
   std::string out;
@@ -285,8 +291,8 @@ std::vector<Algorithm> algorithms_for(CollectiveKind kind) {
       return {std::begin(kAllAlgorithms), std::end(kAllAlgorithms)};
     case CollectiveKind::kReduceScatter:
     case CollectiveKind::kAllGather:
-      return {Algorithm::kRing, Algorithm::kHalvingDoubling, Algorithm::kDirect, Algorithm::kRings,
-              Algorithm::kHierarchical};
+      return {Algorithm::kRing,  Algorithm::kHalvingDoubling, Algorithm::kDirect,
+              Algorithm::kRings, Algorithm::kHierarchical,    Algorithm::kBiRing};
     case CollectiveKind::kBroadcast:
       return {Algorithm::kRing, Algorithm::kTree, Algorithm::kHalvingDoubling, Algorithm::kRings};
   }
@@ -455,6 +461,7 @@ std::unique_ptr<Schedule> make_schedule(const CollectiveShape& shape, const Algo
         if (a == Algorithm::kRing) return ring_reduce_scatter_coll(n, r, count, chunks);
         if (a == Algorithm::kHalvingDoubling) return hd_reduce_scatter(n, r, count, chunks);
         if (a == Algorithm::kRings) return rings_reduce_scatter(n, r, count, chunks, g);
+        if (a == Algorithm::kBiRing) return biring_reduce_scatter(n, r, count, chunks);
         if (a == Algorithm::kHierarchical)
           return hier_reduce_scatter(n, r, count, chunks, g, static_cast<int>(c.inner));
         return direct_reduce_scatter(n, r, count, chunks, into_output);
@@ -464,6 +471,7 @@ std::unique_ptr<Schedule> make_schedule(const CollectiveShape& shape, const Algo
         if (a == Algorithm::kRing) return ring_all_gather_coll(n, r, count, chunks);
         if (a == Algorithm::kHalvingDoubling) return hd_all_gather(n, r, count, chunks);
         if (a == Algorithm::kRings) return rings_all_gather(n, r, count, chunks, g);
+        if (a == Algorithm::kBiRing) return biring_all_gather(n, r, count, chunks);
         if (a == Algorithm::kHierarchical)
           return hier_all_gather(n, r, count, chunks, g, static_cast<int>(c.inner));
         return direct_all_gather(n, r, count, chunks);

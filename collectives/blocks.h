@@ -140,6 +140,7 @@ Program ring_all_gather(RingAllGather p);
 // defined in the file named after its algorithm; make_schedule picks one.
 Program ring_all_reduce(int n, int me, std::uint64_t count, int chunks, Frame frame = {});
 Program rings_all_reduce(int n, int me, std::uint64_t count, int chunks, int group_size);
+Program biring_all_reduce(int n, int me, std::uint64_t count, int chunks, Frame frame = {});
 Program tree_all_reduce(int n, int me, std::uint64_t count, int chunks, Frame frame = {});
 Program hd_all_reduce(int n, int me, std::uint64_t count, int chunks, Frame frame = {});
 // into_output: the output does not overlap the input (no scratch needed).
@@ -158,6 +159,8 @@ Program hd_reduce_scatter(int n, int me, std::uint64_t count, int chunks);  // s
 Program rings_reduce_scatter(int n, int me, std::uint64_t count, int chunks,
                              int group_size);  // scratch: n*count
 Program rings_all_gather(int n, int me, std::uint64_t count, int chunks, int group_size);
+Program biring_reduce_scatter(int n, int me, std::uint64_t count, int chunks);  // scratch: n*count
+Program biring_all_gather(int n, int me, std::uint64_t count, int chunks);
 // hier's reduce-scatter and all-gather run the ring or (a power of two of
 // groups) hd between the groups, `inner`.
 Program hier_reduce_scatter(int n, int me, std::uint64_t count, int chunks, int group_size,

@@ -176,7 +176,7 @@ void add_check_command(CLI::App& app) {
   cmd->add_option("--group-size", args->group_size, "hierarchical group size (0: default)");
   cmd->add_option(
       "--inner", args->inner,
-      "hier's inner algorithm (ring, tree, hd, direct); a comma list (or all) checks each");
+      "hier's inner algorithm (ring, tree, hd, direct, biring); a comma list (or all) checks each");
   cmd->add_option("--root", args->root, "broadcast root");
   cmd->add_option("--max-steps", args->max_steps,
                   "stop a check after this many steps, unproved (default 10000000; 0: no limit)");

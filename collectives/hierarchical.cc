@@ -41,6 +41,8 @@ Program flat_all_reduce(Algorithm a, int n, int me, std::uint64_t count, int chu
       return hd_all_reduce(n, me, count, chunks, frame);
     case Algorithm::kDirect:
       return direct_all_reduce(n, me, count, chunks, /*into_output=*/false, frame);
+    case Algorithm::kBiRing:
+      return biring_all_reduce(n, me, count, chunks, frame);
     default:
       return ring_all_reduce(n, me, count, chunks, frame);
   }

@@ -27,6 +27,16 @@
 // root (chain_broadcast's pipeline, g of them side by side), so a node's
 // bytes arrive through g NICs: ideally (n - 1)a + (n - 2 + C) S/(gCB) with C chunks.
 //
+// The bidirectional ring (`biring`): two rings over all n ranks, one in
+// rank order (r sends to r+1) and one the other way round (r to r-1), each
+// carrying half of every shard, their step s emitted together. Where a
+// rank's links to its two neighbours are its own and one-way (a ring or
+// torus of direct links, whose links back the plain ring leaves idle; a
+// NIC's up and down links between two nodes), each half crosses on its own
+// links: 2(n-1)(a + S/(2nB)), the ring's bandwidth term halved. Where both
+// halves leave through one link (a rank's way into a switch) it is the
+// ring's cost in twice the messages. Reduce-scatter and all-gather likewise.
+//
 // Two-level reduce-scatter and all-gather (`hier`), for G = n/g groups of g:
 // rank r = k g + l owns block r. Reduce-scatter first runs, inside each group,
 // G rings side by side, ring c over the g blocks c g .. c g + g - 1, so local
@@ -151,10 +161,14 @@ namespace {
 // whole vector split among positions (all-reduce), or of the rank blocks of
 // `count` elements, position p's shard being its rank's block (reduce-scatter,
 // all-gather).
+//
+// Both ways (`biring`): two rings, ring 0 in rank order and ring 1 the
+// other way round (position p is rank n-1-p, so rank r sends to r-1).
 struct RailRings {
   int n = 1, g = 1, rings = 1;
   std::uint64_t count = 0;
   bool blocks = false;
+  bool both_ways = false;
 
   RailRings(int ranks, int group_size, std::uint64_t elems, bool rank_blocks)
       : n(ranks),
@@ -162,11 +176,19 @@ struct RailRings {
         rings(group_size > 1 && group_size < ranks ? group_size : 1),
         count(elems),
         blocks(rank_blocks) {}
+  static RailRings two_ways(int ranks, std::uint64_t elems, bool rank_blocks) {
+    RailRings r(ranks, 1, elems, rank_blocks);
+    r.rings = 2;
+    r.both_ways = true;
+    return r;
+  }
   int rank_at(int c, int p) const {
     p = mod(p, n);
+    if (both_ways) return c == 0 ? p : n - 1 - p;
     return rings == 1 ? p : p / g * g + (p % g + c) % g;
   }
   int position(int c, int rank) const {
+    if (both_ways) return c == 0 ? rank : n - 1 - rank;
     return rings == 1 ? rank : rank / g * g + mod(rank % g - c, g);
   }
   // Positions q mod n < live(c) have data in ring c (next_live_step).
@@ -272,23 +294,27 @@ Program rings_phase(Rings r, int me, int chunks, bool reduce, RingsBuffers b, Em
 
 }  // namespace
 
-Program rings_all_reduce(int n, int me, std::uint64_t count, int chunks, int group_size) {
-  Emitter e("reduce-scatter");
-  if (n == 1) {
-    if (count > 0) co_yield e.copy({BufferId::kInput, 0, count}, {BufferId::kOutput, 0, count});
+namespace {
+
+// The rings' all-reduce, reduce-scatter and all-gather, for rings and biring.
+Program rail_all_reduce(RailRings r, int me, int chunks, Frame frame) {
+  Emitter e("reduce-scatter", frame);
+  if (r.n == 1) {
+    if (r.count > 0)
+      co_yield e.copy({BufferId::kInput, 0, r.count}, {BufferId::kOutput, 0, r.count});
     co_return;
   }
-  const RailRings r(n, group_size, count, /*blocks=*/false);
   CCLAB_YIELD_ALL(rings_phase(r, me, chunks, true, {}, e));
   co_yield e.fence();  // the all-gather overwrites what reduce-scatter sends read
   e.set_phase("all-gather");
   CCLAB_YIELD_ALL(rings_phase(r, me, chunks, false, {}, e));
 }
 
-Program rings_reduce_scatter(int n, int me, std::uint64_t count, int chunks, int group_size) {
+Program rail_reduce_scatter(RailRings r, int me, int chunks) {
   Emitter e("reduce-scatter");
-  if (n == 1) {
-    if (count > 0) co_yield e.copy({BufferId::kInput, 0, count}, {BufferId::kOutput, 0, count});
+  if (r.n == 1) {
+    if (r.count > 0)
+      co_yield e.copy({BufferId::kInput, 0, r.count}, {BufferId::kOutput, 0, r.count});
     co_return;
   }
   // Partial sums in scratch, laid out as the input; the last step of each
@@ -296,15 +322,41 @@ Program rings_reduce_scatter(int n, int me, std::uint64_t count, int chunks, int
   RingsBuffers b;
   b.work = BufferId::kScratch;
   b.result_in_output_block = true;
-  CCLAB_YIELD_ALL(rings_phase(RailRings(n, group_size, count, true), me, chunks, true, b, e));
+  CCLAB_YIELD_ALL(rings_phase(r, me, chunks, true, b, e));
+}
+
+Program rail_all_gather(RailRings r, int me, int chunks) {
+  Emitter e("all-gather");
+  if (r.count > 0)
+    co_yield e.copy({BufferId::kInput, 0, r.count},
+                    {BufferId::kOutput, static_cast<std::uint64_t>(me) * r.count, r.count});
+  CCLAB_YIELD_ALL(rings_phase(r, me, chunks, false, {}, e));
+}
+
+}  // namespace
+
+Program rings_all_reduce(int n, int me, std::uint64_t count, int chunks, int group_size) {
+  return rail_all_reduce(RailRings(n, group_size, count, false), me, chunks, {});
+}
+
+Program rings_reduce_scatter(int n, int me, std::uint64_t count, int chunks, int group_size) {
+  return rail_reduce_scatter(RailRings(n, group_size, count, true), me, chunks);
 }
 
 Program rings_all_gather(int n, int me, std::uint64_t count, int chunks, int group_size) {
-  Emitter e("all-gather");
-  if (count > 0)
-    co_yield e.copy({BufferId::kInput, 0, count},
-                    {BufferId::kOutput, static_cast<std::uint64_t>(me) * count, count});
-  CCLAB_YIELD_ALL(rings_phase(RailRings(n, group_size, count, true), me, chunks, false, {}, e));
+  return rail_all_gather(RailRings(n, group_size, count, true), me, chunks);
+}
+
+Program biring_all_reduce(int n, int me, std::uint64_t count, int chunks, Frame frame) {
+  return rail_all_reduce(RailRings::two_ways(n, count, false), me, chunks, frame);
+}
+
+Program biring_reduce_scatter(int n, int me, std::uint64_t count, int chunks) {
+  return rail_reduce_scatter(RailRings::two_ways(n, count, true), me, chunks);
+}
+
+Program biring_all_gather(int n, int me, std::uint64_t count, int chunks) {
+  return rail_all_gather(RailRings::two_ways(n, count, true), me, chunks);
 }
 
 Program rings_broadcast(int n, int me, int root, std::uint64_t count, int chunks, int group_size) {

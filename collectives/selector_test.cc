@@ -48,8 +48,9 @@ TEST(Selector, InnerListsParseInOrderAndRefuseByName) {
       (std::vector<Algorithm>{Algorithm::kHalvingDoubling, Algorithm::kRing, Algorithm::kDirect}));
   EXPECT_EQ(parse_inner_list("all", "--inner"), inner_algorithms());
   const std::pair<const char*, const char*> bad[] = {
-      {"ring,rings", "'rings' is not an inner algorithm (allowed: ring, tree, hd, direct, or all)"},
-      {"tree,", "'' is not an inner algorithm (allowed: ring, tree, hd, direct, or all)"},
+      {"ring,rings",
+       "'rings' is not an inner algorithm (allowed: ring, tree, hd, direct, biring, or all)"},
+      {"tree,", "'' is not an inner algorithm (allowed: ring, tree, hd, direct, biring, or all)"},
       {"hd,tree,hd", "'hd' is given twice (each inner algorithm once)"},
       {"tree,all", "'tree' is given twice (each inner algorithm once)"}};
   for (const auto& [text, why] : bad)
@@ -81,9 +82,10 @@ TEST(Selector, InnerListsForACollectiveTakeWhatItsHierRuns) {
 }
 
 TEST(Selector, MalformedCandidatesNameTheVariable) {
-  EXPECT_EQ(error_of([] { parse_candidate("fast", "CCLAB_ALGO"); }),
-            "CCLAB_ALGO: unknown algorithm 'fast' (allowed: ring, tree, hd, hier, direct, rings, "
-            "auto)");
+  EXPECT_EQ(
+      error_of([] { parse_candidate("fast", "CCLAB_ALGO"); }),
+      "CCLAB_ALGO: unknown algorithm 'fast' (allowed: ring, tree, hd, hier, direct, rings, biring, "
+      "auto)");
   for (const char* bad : {"ring:0", "ring:", "ring:x", "ring:-2", "ring:99999999"})
     EXPECT_NE(error_of([&] {
                 parse_candidate(bad, "CCLAB_ALGO");
@@ -92,8 +94,9 @@ TEST(Selector, MalformedCandidatesNameTheVariable) {
         << bad;
   const std::pair<const char*, const char*> bad_inner[] = {
       {"ring/tree", "'ring' has no inner algorithm (allowed: hier/INNER, e.g. hier/tree)"},
-      {"hier/rings:2", "'rings' is not an inner algorithm (allowed: ring, tree, hd, direct)"},
-      {"hier/", "'' is not an inner algorithm (allowed: ring, tree, hd, direct)"}};
+      {"hier/rings:2",
+       "'rings' is not an inner algorithm (allowed: ring, tree, hd, direct, biring)"},
+      {"hier/", "'' is not an inner algorithm (allowed: ring, tree, hd, direct, biring)"}};
   for (const auto& [text, why] : bad_inner)
     EXPECT_EQ(error_of([&] { parse_candidate(text, "CCLAB_ALGO"); }),
               fmt::format("CCLAB_ALGO: {}", why));
@@ -298,7 +301,7 @@ TEST(Selector, BadTablesNameTheFileAndTheField) {
             "tuning table 't.json': bands[0].algo: 'direct' does not implement broadcast");
   EXPECT_EQ(err(with("\"algo\": \"direct\"", "\"algo\": \"fast\"")),
             "tuning table 't.json': bands[0].algo: unknown algorithm 'fast' (allowed: ring, "
-            "tree, hd, hier, direct, rings, auto)");
+            "tree, hd, hier, direct, rings, biring, auto)");
   EXPECT_EQ(err(with("\"algo\": \"direct\"", "\"algo\": \"auto\"")),
             "tuning table 't.json': bands[0].algo: 'auto' does not implement allreduce");
   EXPECT_EQ(err(with("\"chunks\": 1", "\"chunks\": 0")),
@@ -318,7 +321,7 @@ TEST(Selector, BadTablesNameTheFileAndTheField) {
   // Only hier has an inner algorithm (reduce-scatter and all-gather: ring or hd).
   EXPECT_EQ(err(with("\"inner\": \"ring\"", "\"inner\": \"rings\"")),
             "tuning table 't.json': bands[1].inner: 'rings' is not an inner algorithm (allowed: "
-            "ring, tree, hd, direct)");
+            "ring, tree, hd, direct, biring)");
   EXPECT_EQ(err(with("\"inner\": \"ring\"", "\"inner\": 2")),
             "tuning table 't.json': bands[1].inner: expected a string, got 2");
   EXPECT_EQ(

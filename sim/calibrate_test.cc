@@ -477,7 +477,7 @@ TEST(Calibrate, EachHierRowKeepsItsInnerAlgorithm) {
                                  "r.json");
             }),
             "bench record 'r.json': config.inner: 'rings' is not an inner algorithm (allowed: "
-            "ring, tree, hd, direct)");
+            "ring, tree, hd, direct, biring)");
 }
 
 // `cclab calibrate --topology`: records predicted, unfitted, on a network

@@ -461,7 +461,7 @@ void add_sim_command(CLI::App& app) {
   cmd->add_option("--root", flags->root, "broadcast: the root rank (default 0)");
   cmd->add_option(
       "--algo", flags->algos,
-      "Comma list of ring, tree, hd, hier, direct, rings (those the collective has), auto "
+      "Comma list of ring, tree, hd, hier, direct, rings, biring (those the collective has), auto "
       "(the selector's choice, CCLAB_TUNING / CCLAB_ALGO), or all");
   cmd->add_option("-b,--minbytes", flags->min_bytes, "Smallest size (K, M, G suffixes)");
   cmd->add_option("-e,--maxbytes", flags->max_bytes, "Largest size");
@@ -471,7 +471,7 @@ void add_sim_command(CLI::App& app) {
   cmd->add_option("--group-size", flags->group_size,
                   "hier, rings: ranks per group (default: the topology's, e.g. gpus per node)");
   cmd->add_option("--inner", flags->inner,
-                  "hier: the algorithm between groups, ring (default), tree, hd or direct "
+                  "hier: the algorithm between groups, ring (default), tree, hd, direct or biring "
                   "(reduce-scatter and all-gather: ring, or hd with a power-of-two number of "
                   "groups); a comma list (or all: each the collective's hier runs) runs hier with "
                   "each, e.g. ring,hd with --tune");

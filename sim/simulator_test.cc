@@ -278,6 +278,40 @@ TEST(Simulator, RingOnRingTopologyMatchesClosedForm) {
   }
 }
 
+// The bidirectional ring on a ring of direct links: each half of the data
+// goes its own way round on links the other half does not use, so a step is
+// the ring's on S/2: 2(n-1)(alpha + S/(2nB)). With two ranks both ways round
+// are the one link (the ring's time); on a switch both halves leave through
+// the rank's one link (the ring's time, in twice the messages).
+TEST(Simulator, BiringHalvesTheRingsBandwidthTermWhereEachWayHasItsLinks) {
+  for (int n : {3, 5, 8}) {
+    const std::uint64_t count = 4096 * n;
+    const SimResult r =
+        run(fmt::format("ring:n={},bw=10GBps,lat=500ns", n), n, count, Algorithm::kBiRing);
+    EXPECT_LT(rel_err(time_to_us(r.total), ring_closed_form_us(n, 2.0 * count, 0.5, 10e9)), 1e-6)
+        << "n=" << n;
+  }
+  const SimResult two = run("ring:n=2,bw=10GBps,lat=500ns", 2, 8192, Algorithm::kBiRing);
+  EXPECT_LT(rel_err(time_to_us(two.total), ring_closed_form_us(2, 4.0 * 8192, 0.5, 10e9)), 1e-6);
+  for (int n : {3, 4, 8}) {
+    const std::uint64_t count = 1000 * n;
+    const SimResult r = run("switch:n=16,bw=100Gbps,lat=1us", n, count, Algorithm::kBiRing);
+    EXPECT_LT(rel_err(time_to_us(r.total), ring_closed_form_us(n, 4.0 * count, 2.0, 12.5e9)), 1e-6)
+        << "switch n=" << n;
+  }
+  // Reduce-scatter and all-gather: n-1 steps of half a block each way,
+  // (n-1)(alpha + b/(2B)) for blocks of b bytes.
+  for (auto kind : {CollectiveKind::kReduceScatter, CollectiveKind::kAllGather}) {
+    const int n = 6;
+    const std::uint64_t count = 5000;  // a rank's block: b = 20000 B
+    const Topology t = generate_topology("ring:n=6,bw=10GBps,lat=500ns");
+    const SimResult r =
+        simulate(t, *coll::make_schedule({kind, n, count, 0}, {Algorithm::kBiRing, 1, 0}));
+    EXPECT_LT(rel_err(time_to_us(r.total), (n - 1) * (0.5 + 2.0 * count / 10e9 * 1e6)), 1e-6)
+        << coll::collective_name(kind);
+  }
+}
+
 TEST(Simulator, RingAlongOneDimensionOfATorusIsTheRingClosedForm) {
   // A torus with one dimension above 1 is a ring of direct links: alpha = 1
   // link = 500ns, B = 10e9 B/s, whichever dimension it is.
