@@ -72,7 +72,8 @@ void add_collective_options(CLI::App& cmd, BenchFlags& f) {
       ->capture_default_str();
   cmd.add_option(
          "--inner", f.inner,
-         "hier: the algorithm between groups (all-reduce: ring, tree, hd, direct, biring; "
+         "hier: the algorithm between groups (all-reduce: ring, tree, hd, direct, biring (also "
+         "inside them); "
          "reduce-scatter and all-gather: ring, or hd with a power-of-two number of "
          "groups); a comma list (or all: each the collective's hier runs) runs hier with each")
       ->capture_default_str();

@@ -141,6 +141,10 @@ Program ring_all_gather(RingAllGather p);
 Program ring_all_reduce(int n, int me, std::uint64_t count, int chunks, Frame frame = {});
 Program rings_all_reduce(int n, int me, std::uint64_t count, int chunks, int group_size);
 Program biring_all_reduce(int n, int me, std::uint64_t count, int chunks, Frame frame = {});
+// One phase of it over the whole vector: reduce-scatter (rank `me` ends with
+// its shard of Partition{count, n}, summed, in the output) or all-gather
+// (from each rank's shard in the output).
+Program biring_phase(int n, int me, std::uint64_t count, int chunks, bool reduce, Frame frame);
 Program tree_all_reduce(int n, int me, std::uint64_t count, int chunks, Frame frame = {});
 Program hd_all_reduce(int n, int me, std::uint64_t count, int chunks, Frame frame = {});
 // into_output: the output does not overlap the input (no scratch needed).

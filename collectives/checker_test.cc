@@ -65,8 +65,8 @@ TEST(Checker, HierarchicalWithEveryInnerAndGroupSize) {
   for (int n : {4, 6, 8, 9, 12, 16}) {
     for (int g = 1; g <= n; ++g) {
       if (n % g) continue;
-      for (auto inner :
-           {Algorithm::kRing, Algorithm::kTree, Algorithm::kHalvingDoubling, Algorithm::kDirect})
+      for (auto inner : {Algorithm::kRing, Algorithm::kTree, Algorithm::kHalvingDoubling,
+                         Algorithm::kDirect, Algorithm::kBiRing})
         for (int chunks : {2, 9}) {
           if (chunks == 9 && (inner == Algorithm::kTree || inner == Algorithm::kDirect)) continue;
           for (std::uint64_t count : {1, 37, 1009})

@@ -163,7 +163,10 @@ namespace {
 // all-gather).
 //
 // Both ways (`biring`): two rings, ring 0 in rank order and ring 1 the
-// other way round (position p is rank n-1-p, so rank r sends to r-1).
+// other way round (position p is rank n-1-p, so rank r sends to r-1). The
+// vector is split into shards first, by rank, and ring c carries part c of
+// each, so a rank's reduced shard ends whole in one place (as the ring's
+// does, which hier's phases need).
 struct RailRings {
   int n = 1, g = 1, rings = 1;
   std::uint64_t count = 0;
@@ -195,16 +198,28 @@ struct RailRings {
   std::uint64_t live(int c) const {
     const Partition parts{count, std::uint64_t(rings)};
     if (blocks) return parts.size(c) > 0 ? std::uint64_t(n) : 0;
+    if (both_ways) {
+      // Ring 0 is in rank order, its shards' data a prefix of its positions;
+      // ring 1 has any only where some shard holds 2 elements, above n.
+      if (c == 0) return std::min<std::uint64_t>(count, n);
+      return count > std::uint64_t(n) ? std::uint64_t(n) : 0;
+    }
     return live_pieces({parts.size(c), std::uint64_t(n)});
   }
   // Ring c's part of position q's shard, chunk k of `chunks`.
   Region piece(int c, int q, int k, int chunks, BufferId buffer) const {
-    const Partition parts{count, std::uint64_t(rings)};
     std::uint64_t off = 0, len = 0;
-    if (blocks) {
-      off = static_cast<std::uint64_t>(rank_at(c, q)) * count + parts.offset(c);
-      len = parts.size(c);
+    if (blocks || both_ways) {
+      // Part c of the block or shard of the rank at position q: a rank's
+      // own is whole in one place at the end, whichever way its rings go.
+      const Partition shards{count, std::uint64_t(n)};
+      const auto r = static_cast<std::uint64_t>(rank_at(c, q));
+      const std::uint64_t base = blocks ? r * count : shards.offset(r);
+      const Partition part{blocks ? count : shards.size(r), std::uint64_t(rings)};
+      off = base + part.offset(c);
+      len = part.size(c);
     } else {
+      const Partition parts{count, std::uint64_t(rings)};
       const Partition shards{parts.size(c), std::uint64_t(n)};
       off = parts.offset(c) + shards.offset(mod(q, n));
       len = shards.size(mod(q, n));
@@ -357,6 +372,16 @@ Program biring_reduce_scatter(int n, int me, std::uint64_t count, int chunks) {
 
 Program biring_all_gather(int n, int me, std::uint64_t count, int chunks) {
   return rail_all_gather(RailRings::two_ways(n, count, true), me, chunks);
+}
+
+Program biring_phase(int n, int me, std::uint64_t count, int chunks, bool reduce, Frame frame) {
+  Emitter e(reduce ? "reduce-scatter" : "all-gather", frame);
+  if (n == 1) {
+    if (reduce && count > 0)
+      co_yield e.copy({BufferId::kInput, 0, count}, {BufferId::kOutput, 0, count});
+    co_return;
+  }
+  CCLAB_YIELD_ALL(rings_phase(RailRings::two_ways(n, count, false), me, chunks, reduce, {}, e));
 }
 
 Program rings_broadcast(int n, int me, int root, std::uint64_t count, int chunks, int group_size) {

@@ -136,8 +136,8 @@ TEST(Emitter, PutsItsStepsInItsFrame) {
 TEST(Emitter, HierRunsTheFlatAllReduceAcrossGroupsInItsFrame) {
   const int n = 12, g = 4, groups = n / g;
   const std::uint64_t count = 1000;
-  for (Algorithm inner :
-       {Algorithm::kRing, Algorithm::kTree, Algorithm::kHalvingDoubling, Algorithm::kDirect})
+  for (Algorithm inner : {Algorithm::kRing, Algorithm::kTree, Algorithm::kHalvingDoubling,
+                          Algorithm::kDirect, Algorithm::kBiRing})
     for (int chunks : {1, 2})
       for (int me : {6, 11}) {
         if (inner == Algorithm::kRing && chunks > 1) continue;

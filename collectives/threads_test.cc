@@ -156,6 +156,30 @@ TEST(Threads, PipelinedHierAllReducesExactly) {
   });
 }
 
+// hier/biring runs bidirectional rings inside its groups and between them:
+// exact sums against the closed form, in and out of place, groups of 2, 4
+// and 8 (one group: biring alone), on a count that splits unevenly.
+TEST(Threads, HierWithBiringAllReducesExactly) {
+  const int n = 8;
+  const std::size_t count = 1009;
+  ThreadsWorld world(n);
+  world.run([&](Communicator& c) {
+    for (int g : {2, 4, 8})
+      for (int chunks : {1, 3})
+        for (bool in_place : {false, true}) {
+          std::vector<double> in(count), out(count, -1.0);
+          for (std::size_t i = 0; i < count; ++i) in[i] = c.rank() + static_cast<double>(i);
+          double* dst = in_place ? in.data() : out.data();
+          c.allreduce(in.data(), dst, count, DataType::kF64, ReduceOp::kSum,
+                      {Algorithm::kHierarchical, chunks, g, Algorithm::kBiRing});
+          for (std::size_t i = 0; i < count; ++i)
+            ASSERT_EQ(dst[i], n * (n - 1) / 2.0 + n * static_cast<double>(i))
+                << "g " << g << " chunks " << chunks << (in_place ? " in place" : "") << " rank "
+                << c.rank() << " element " << i;
+        }
+  });
+}
+
 // hier's reduce-scatter and all-gather in chunks are pipelines too: exact
 // blocks against the closed form, groups of 2 and 4, chunks 4, 9 and 16, on a
 // count that splits unevenly (out of place; in place is NCCL's layout, which

@@ -472,6 +472,7 @@ void add_sim_command(CLI::App& app) {
                   "hier, rings: ranks per group (default: the topology's, e.g. gpus per node)");
   cmd->add_option("--inner", flags->inner,
                   "hier: the algorithm between groups, ring (default), tree, hd, direct or biring "
+                  "(also inside them) "
                   "(reduce-scatter and all-gather: ring, or hd with a power-of-two number of "
                   "groups); a comma list (or all: each the collective's hier runs) runs hier with "
                   "each, e.g. ring,hd with --tune");

@@ -312,6 +312,28 @@ TEST(Simulator, BiringHalvesTheRingsBandwidthTermWhereEachWayHasItsLinks) {
   }
 }
 
+// hier on a torus in groups of a row: rings along x (each rank's shard S/x
+// summed over its row), an all-reduce of the shard along y, rings along x
+// again, fenced apart. With rings one way round:
+//   2(x-1)(a + S/(xB)) + 2(y-1)(a + S/(xyB));
+// hier/biring runs each ring both ways round, half the bytes on the links
+// back, halving both bandwidth terms: the 2-D bidirectional torus all-reduce.
+TEST(Simulator, HierWithBiringOnATorusUsesBothDirectionsOfBothDimensions) {
+  const int x = 4, y = 3, n = x * y;
+  const std::uint64_t count = 3000 * n;  // S = 4 count bytes, splits evenly
+  const double a = 0.5, bw = 10e9, bytes = 4.0 * count;
+  const Topology t = generate_topology("torus2d:x=4,y=3,bw=10GBps,lat=500ns");
+  for (Algorithm inner : {Algorithm::kRing, Algorithm::kBiRing}) {
+    const double ways = inner == Algorithm::kBiRing ? 2.0 : 1.0;
+    const double want = 2.0 * (x - 1) * (a + bytes / (x * bw * ways) * 1e6) +
+                        2.0 * (y - 1) * (a + bytes / (x * y * bw * ways) * 1e6);
+    const auto sched = coll::make_schedule({CollectiveKind::kAllReduce, n, count, 0},
+                                           {Algorithm::kHierarchical, 1, x, inner});
+    EXPECT_LT(rel_err(time_to_us(simulate(t, *sched).total), want), 1e-6)
+        << coll::algorithm_name(inner);
+  }
+}
+
 TEST(Simulator, RingAlongOneDimensionOfATorusIsTheRingClosedForm) {
   // A torus with one dimension above 1 is a ring of direct links: alpha = 1
   // link = 500ns, B = 10e9 B/s, whichever dimension it is.
