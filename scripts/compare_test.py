@@ -370,6 +370,12 @@ class CompareTest(unittest.TestCase):
         self.assertEqual(status, 0, out)
         self.assertIn("MISSING     threads allreduce ring r2 f32 sum 1024 B", out)
         self.assertNotIn("gloo-bcube", out)
+        # A row the baseline lacks is named, and not compared.
+        status, out = self.compare(record(series() + [row("biring", 4096, 99)]),
+                                   record(series()))
+        self.assertEqual(status, 0, out)
+        self.assertIn("NEW         threads allreduce biring r2 f32 sum 4096 B (not in the baseline: "
+                      "not compared)", out)
 
     def test_a_rerun_clears_a_row_slow_in_one_run_only(self):
         base = self.write("base.json", record(series()))
