@@ -512,8 +512,9 @@ this machine holds needs $((n * 8192)).0 GiB, more than this machine's"
         fail=0
         expect_checked_table "$out" "$n"
         # Every algorithm at 1K, 8K and 64K: ring, hd, direct, rings, hier and
-        # biring (reduce-scatter, all-gather); ring, tree, hd and rings (broadcast).
-        algos=$([[ $coll == broadcast ]] && echo 4 || echo 6)
+        # biring (reduce-scatter, all-gather); ring, tree, hd, rings and biring
+        # (broadcast).
+        algos=$([[ $coll == broadcast ]] && echo 5 || echo 6)
         rows=$(grep -Ec "^\[0\] +[0-9]+ +[0-9]+ +f32 +(sum|none) +[a-z]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +0 " "$out" || true)
         cat "$out"
         rm -f "$out"

@@ -294,7 +294,8 @@ std::vector<Algorithm> algorithms_for(CollectiveKind kind) {
       return {Algorithm::kRing,  Algorithm::kHalvingDoubling, Algorithm::kDirect,
               Algorithm::kRings, Algorithm::kHierarchical,    Algorithm::kBiRing};
     case CollectiveKind::kBroadcast:
-      return {Algorithm::kRing, Algorithm::kTree, Algorithm::kHalvingDoubling, Algorithm::kRings};
+      return {Algorithm::kRing, Algorithm::kTree, Algorithm::kHalvingDoubling, Algorithm::kRings,
+              Algorithm::kBiRing};
   }
   return {};
 }
@@ -481,6 +482,7 @@ std::unique_ptr<Schedule> make_schedule(const CollectiveShape& shape, const Algo
         if (a == Algorithm::kRing) return chain_broadcast(n, r, root, count, chunks);
         if (a == Algorithm::kHalvingDoubling) return hd_broadcast(n, r, root, count, chunks);
         if (a == Algorithm::kRings) return rings_broadcast(n, r, root, count, chunks, g);
+        if (a == Algorithm::kBiRing) return biring_broadcast(n, r, root, count, chunks);
         return binomial_broadcast(n, r, root, count, chunks);
       });
   }

@@ -182,6 +182,7 @@ Program hd_all_gather(int n, int me, std::uint64_t count, int chunks);
 Program hd_broadcast(int n, int me, int root, std::uint64_t count, int chunks);
 Program chain_broadcast(int n, int me, int root, std::uint64_t count, int chunks);
 Program rings_broadcast(int n, int me, int root, std::uint64_t count, int chunks, int group_size);
+Program biring_broadcast(int n, int me, int root, std::uint64_t count, int chunks);
 Program binomial_broadcast(int n, int me, int root, std::uint64_t count, int chunks);
 
 }  // namespace cclab::coll::detail

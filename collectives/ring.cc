@@ -35,7 +35,9 @@
 // NIC's up and down links between two nodes), each half crosses on its own
 // links: 2(n-1)(a + S/(2nB)), the ring's bandwidth term halved. Where both
 // halves leave through one link (a rank's way into a switch) it is the
-// ring's cost in twice the messages. Reduce-scatter and all-gather likewise.
+// ring's cost in twice the messages. Reduce-scatter and all-gather likewise;
+// broadcast is a pipelined chain each way round (rail_broadcast, as rings'),
+// each with half the vector.
 //
 // Two-level reduce-scatter and all-gather (`hier`), for G = n/g groups of g:
 // rank r = k g + l owns block r. Reduce-scatter first runs, inside each group,
@@ -384,7 +386,13 @@ Program biring_phase(int n, int me, std::uint64_t count, int chunks, bool reduce
   CCLAB_YIELD_ALL(rings_phase(RailRings::two_ways(n, count, false), me, chunks, reduce, {}, e));
 }
 
-Program rings_broadcast(int n, int me, int root, std::uint64_t count, int chunks, int group_size) {
+namespace {
+
+// rings' and biring's broadcast: a pipelined chain along each of r's rings,
+// ring c carrying part c of the vector.
+Program rail_broadcast(RailRings r, int me, int root, int chunks) {
+  const int n = r.n;
+  const std::uint64_t count = r.count;
   Emitter e("broadcast");
   if (count == 0) co_return;
   if (me == root) co_yield e.copy({BufferId::kInput, 0, count}, {BufferId::kOutput, 0, count});
@@ -402,7 +410,6 @@ Program rings_broadcast(int n, int me, int root, std::uint64_t count, int chunks
   // groups as slower gave 1.6x the time at 32 chunks, nodes:nodes=4,gpus=4,
   // 64 MiB.)
   constexpr std::size_t kLevelsAhead = 4;
-  const RailRings r(n, group_size, count, /*blocks=*/false);
   const Partition parts{count, std::uint64_t(r.rings)};
   struct Piece {
     int at, hop, k, c;  // at = hop + k
@@ -441,6 +448,16 @@ Program rings_broadcast(int n, int me, int root, std::uint64_t count, int chunks
         co_yield e.send(r.rank_at(p.c, r.position(p.c, me) + 1), p.region, Deps(p.got));
     }
   }
+}
+
+}  // namespace
+
+Program rings_broadcast(int n, int me, int root, std::uint64_t count, int chunks, int group_size) {
+  return rail_broadcast(RailRings(n, group_size, count, false), me, root, chunks);
+}
+
+Program biring_broadcast(int n, int me, int root, std::uint64_t count, int chunks) {
+  return rail_broadcast(RailRings::two_ways(n, count, false), me, root, chunks);
 }
 
 Program ring_reduce_scatter_coll(int n, int me, std::uint64_t count, int chunks) {

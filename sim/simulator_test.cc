@@ -312,6 +312,34 @@ TEST(Simulator, BiringHalvesTheRingsBandwidthTermWhereEachWayHasItsLinks) {
   }
 }
 
+// biring's broadcast: a pipelined chain each way round from the root, each
+// carrying half of the vector on links of its own on a ring of direct links:
+// the chain's (n-1) alpha + (n-2+C) t with t a chunk of S/2 (S/(2C) bytes),
+// where a chunk takes longer than a hop's latency. Where it does not, a
+// rank's two pieces of one level (rail_broadcast's order) come from
+// different distances and arrive apart, and the program's order makes each chain wait
+// for the other: slower than the closed form, still faster than the chain.
+TEST(Simulator, BiringBroadcastIsAChainEachWayRound) {
+  for (const auto& [n, chunks] : {std::pair{8, 16}, std::pair{5, 4}, std::pair{3, 1}}) {
+    const std::uint64_t count = 1 << 20;  // t = 4 MiB / 2C / 10 GB/s >= 13 us, alpha 0.5 us
+    const double chunk = 4.0 * count / 2 / chunks / 10e9 * 1e6;
+    const Topology t = generate_topology(fmt::format("ring:n={},bw=10GBps,lat=500ns", n));
+    const auto sched = coll::make_schedule({CollectiveKind::kBroadcast, n, count, 2},
+                                           {Algorithm::kBiRing, chunks, 0});
+    EXPECT_LT(
+        rel_err(time_to_us(simulate(t, *sched).total), (n - 1) * 0.5 + (n - 2 + chunks) * chunk),
+        1e-6)
+        << "n=" << n << " chunks=" << chunks;
+  }
+  const Topology t = generate_topology("ring:n=8,bw=10GBps,lat=500ns");
+  const auto time = [&](Algorithm a) {  // t = 0.4 us, below alpha
+    return time_to_us(
+        simulate(t, *coll::make_schedule({CollectiveKind::kBroadcast, 8, 64000, 2}, {a, 16, 0}))
+            .total);
+  };
+  EXPECT_LT(time(Algorithm::kBiRing), time(Algorithm::kRing));
+}
+
 // hier on a torus in groups of a row: rings along x (each rank's shard S/x
 // summed over its row), an all-reduce of the shard along y, rings along x
 // again, fenced apart. With rings one way round:

@@ -24,8 +24,8 @@ enum class Algorithm : std::uint8_t {
   kDirect,           // one-shot: every rank reads every peer's data
   kRings,            // rail-rotated rings: one ring per local rank of a group (NCCL's channels);
                      // broadcast: a chain along each
-  kBiRing,           // bidirectional ring: half of the data each way round (all-reduce,
-                     // reduce-scatter, all-gather)
+  kBiRing,           // bidirectional ring: half of the data each way round; broadcast: a chain
+                     // each way round
 };
 
 std::string_view algorithm_name(Algorithm a);  // "ring", "tree", "hd", "hier", "direct", "auto"
