@@ -38,6 +38,30 @@ class GeneratedSchedule final : public Schedule {
   Fn fn_;
 };
 
+// AlgoConfig::upper_groups: hier all-reduce's, each above 1, their product
+// with the group size dividing the ranks.
+void validate_levels(const CollectiveShape& s, const AlgoConfig& c) {
+  const std::string levels = group_levels_name(c.group_size, c.upper_groups);
+  if (c.algo != Algorithm::kHierarchical || s.kind != CollectiveKind::kAllReduce)
+    throw InvalidArgument(fmt::format(
+        "group-size: levels ({}) are hier all-reduce's only, not {} {} (allowed: one group size)",
+        levels, algorithm_name(c.algo), collective_name(s.kind)));
+  if (c.group_size < 2)
+    throw InvalidArgument(fmt::format(
+        "group-size: {} has a first level of {} (allowed: at least 2)", levels, c.group_size));
+  std::int64_t span = c.group_size;
+  for (const int level : c.upper_groups) {
+    if (level < 2)
+      throw InvalidArgument(fmt::format(
+          "group-size: {} has a level of {} (allowed: each level at least 2)", levels, level));
+    span *= level;
+    if (span > s.ranks || s.ranks % span != 0)
+      throw InvalidArgument(fmt::format(
+          "group-size: the top groups of {} ({} ranks each) do not divide the rank count {}",
+          levels, span, s.ranks));
+  }
+}
+
 void validate(const CollectiveShape& s, const AlgoConfig& c) {
   if (s.ranks < 1) throw InvalidArgument(fmt::format("ranks: must be >= 1, got {}", s.ranks));
   if (c.chunks < 1) throw InvalidArgument(fmt::format("chunks: must be >= 1, got {}", c.chunks));
@@ -69,6 +93,7 @@ void validate(const CollectiveShape& s, const AlgoConfig& c) {
     if (const auto why = hier_inner_refusal(s.kind, s.ranks, c.group_size, c.inner); !why.empty())
       throw InvalidArgument("inner: " + why);
   }
+  if (!c.upper_groups.empty()) validate_levels(s, c);
 }
 
 std::unique_ptr<Schedule> all_reduce(const CollectiveShape& s, const AlgoConfig& c) {
@@ -104,8 +129,16 @@ std::unique_ptr<Schedule> all_reduce(const CollectiveShape& s, const AlgoConfig&
         s, fmt::format("rings(g={}{})", g, chunks > 1 ? fmt::format(",chunks={}", chunks) : ""), 0,
         [=](int r) { return rings_all_reduce(n, r, count, chunks, g); });
   const int inner = static_cast<int>(c.inner);
-  const auto name = fmt::format("hier(g={},inner={}{})", g, algorithm_name(c.inner),
-                                chunks > 1 ? fmt::format(",chunks={}", chunks) : "");
+  const auto name =
+      fmt::format("hier(g={},inner={}{})", group_levels_name(g, c.upper_groups),
+                  algorithm_name(c.inner), chunks > 1 ? fmt::format(",chunks={}", chunks) : "");
+  if (!c.upper_groups.empty()) {
+    std::vector<int> levels{g};
+    levels.insert(levels.end(), c.upper_groups.begin(), c.upper_groups.end());
+    return std::make_unique<GeneratedSchedule>(s, name, count, [=](int r) {
+      return multilevel_hier_all_reduce(n, r, count, chunks, levels, inner);
+    });
+  }
   return std::make_unique<GeneratedSchedule>(
       s, name, count, [=](int r) { return hier_all_reduce(n, r, count, chunks, g, inner); });
 }
@@ -171,6 +204,37 @@ std::vector<int> parse_chunk_list(std::string_view text, std::string_view what) 
           fmt::format("{}: {} is given twice (each chunk count once)", what, value));
     out.push_back(value);
   }
+  return out;
+}
+
+GroupLevels parse_group_levels(std::string_view text, std::string_view what) {
+  std::vector<int> levels;
+  for (std::size_t pos = 0;;) {
+    const auto x = text.find('x', pos);
+    const std::string_view item = text.substr(pos, x - pos);
+    const bool digits = !item.empty() && item.size() <= 6 &&
+                        item.find_first_not_of("0123456789") == std::string_view::npos;
+    if (!digits)
+      throw InvalidArgument(fmt::format(
+          "{}: '{}' is not a group size (allowed: an integer, 0 for the default, or levels "
+          "joined by x, e.g. 4x4: groups of 4 ranks, then groups of 4 of those)",
+          what, text));
+    levels.push_back(std::stoi(std::string(item)));
+    if (x == std::string_view::npos) break;
+    pos = x + 1;
+  }
+  if (levels.size() > 1)
+    for (const int level : levels)
+      if (level < 2)
+        throw InvalidArgument(fmt::format(
+            "{}: level {} of '{}' groups nothing (allowed: each level of several at least 2)", what,
+            level, text));
+  return {levels.front(), std::vector<int>(levels.begin() + 1, levels.end())};
+}
+
+std::string group_levels_name(int group_size, const std::vector<int>& upper) {
+  std::string out = std::to_string(group_size);
+  for (const int level : upper) out += fmt::format("x{}", level);
   return out;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "cclab/collectives/schedule.h"
 
@@ -153,6 +154,13 @@ Program direct_all_reduce(int n, int me, std::uint64_t count, int chunks,
                           Frame frame = {});
 Program hier_all_reduce(int n, int me, std::uint64_t count, int chunks, int group_size,
                         int inner_algo);  // scratch: count
+// hier all-reduce over several levels of groups (levels: the group sizes,
+// innermost first, each in groups of the level below), phased: a
+// reduce-scatter inside the groups of each level in turn, on the shard the
+// level below left, `inner` across the top level's groups, then the
+// all-gathers back down. scratch: count.
+Program multilevel_hier_all_reduce(int n, int me, std::uint64_t count, int chunks,
+                                   std::vector<int> levels, int inner_algo);
 Program ring_reduce_scatter_coll(int n, int me, std::uint64_t count,
                                  int chunks);  // scratch: n*count
 Program direct_reduce_scatter(int n, int me, std::uint64_t count, int chunks,

@@ -77,6 +77,40 @@ TEST(Checker, HierarchicalWithEveryInnerAndGroupSize) {
   }
 }
 
+// Every way to split n into nested levels of groups (each at least 2; the
+// top level's groups, n over their product, may be one): the level lists.
+void nested_levels(int n, std::vector<int>& prefix, std::vector<std::vector<int>>& out) {
+  int span = 1;
+  for (int level : prefix) span *= level;
+  if (prefix.size() >= 2) out.push_back(prefix);
+  for (int level = 2; span * level <= n; ++level) {
+    if ((n / span) % level) continue;
+    prefix.push_back(level);
+    nested_levels(n, prefix, out);
+    prefix.pop_back();
+  }
+}
+
+// hier over three or more levels (4x4 on 64 ranks: a 4x4x4 torus' x, y and
+// z) with every inner algorithm, in chunks, on uneven splits.
+TEST(Checker, HierarchicalOverEveryNestingOfLevels) {
+  for (int n : {8, 12, 16, 18, 24, 27, 64}) {
+    std::vector<int> prefix;
+    std::vector<std::vector<int>> all;
+    nested_levels(n, prefix, all);
+    ASSERT_FALSE(all.empty()) << n;
+    for (const auto& levels : all)
+      for (auto inner : inner_algorithms())
+        for (int chunks : {1, 3})
+          for (std::uint64_t count : {std::uint64_t{1}, std::uint64_t{37}, std::uint64_t{1009}}) {
+            if (n == 64 && count != 1009) continue;
+            AlgoConfig cfg{Algorithm::kHierarchical, chunks, levels.front(), inner};
+            cfg.upper_groups.assign(levels.begin() + 1, levels.end());
+            expect_proved({CollectiveKind::kAllReduce, n, count}, cfg);
+          }
+  }
+}
+
 TEST(Checker, HierarchicalReduceScatterAndAllGatherWithEveryGroupSize) {
   for (auto kind : {CollectiveKind::kReduceScatter, CollectiveKind::kAllGather})
     for (int n : {1, 2, 4, 6, 8, 9, 12, 16, 18})

@@ -466,6 +466,52 @@ TEST(MakeSchedule, RejectsBadArgumentsNamingTheField) {
   EXPECT_NE(msg([] { parse_dtype("f8"); }).find("allowed"), std::string::npos);
 }
 
+// Levels of groups (4x4): parsed from their text, named back, and refused
+// where they cannot run, naming the levels and what is allowed.
+TEST(MakeSchedule, GroupLevels) {
+  const auto parsed = parse_group_levels("4x2x3", "--group-size");
+  EXPECT_EQ(parsed.group_size, 4);
+  EXPECT_EQ(parsed.upper, (std::vector<int>{2, 3}));
+  EXPECT_EQ(group_levels_name(parsed.group_size, parsed.upper), "4x2x3");
+  EXPECT_EQ(parse_group_levels("0", "--group-size").group_size, 0);
+  EXPECT_TRUE(parse_group_levels("8", "--group-size").upper.empty());
+  const auto msg = [](auto fn) { return cclab::test::error_of(fn); };
+  for (const char* bad : {"", "4x", "x4", "4,4", "-4", "4xa", "1234567"})
+    EXPECT_NE(msg([&] {
+                parse_group_levels(bad, "--group-size");
+              }).find(fmt::format("--group-size: '{}' is not a group size", bad)),
+              std::string::npos)
+        << bad;
+  EXPECT_EQ(msg([] { parse_group_levels("4x1", "--group-size"); }),
+            "--group-size: level 1 of '4x1' groups nothing (allowed: each level of several at "
+            "least 2)");
+  const auto hier = [](int n, CollectiveKind kind, int g, std::vector<int> upper,
+                       Algorithm algo = Algorithm::kHierarchical) {
+    AlgoConfig cfg{algo, 1, g};
+    cfg.upper_groups = std::move(upper);
+    return cclab::test::error_of([&] { make_schedule({kind, n, 10}, cfg); });
+  };
+  EXPECT_EQ(hier(24, CollectiveKind::kAllReduce, 4, {4}),
+            "group-size: the top groups of 4x4 (16 ranks each) do not divide the rank count 24");
+  EXPECT_EQ(hier(16, CollectiveKind::kAllReduce, 4, {8}),
+            "group-size: the top groups of 4x8 (32 ranks each) do not divide the rank count 16");
+  EXPECT_EQ(hier(16, CollectiveKind::kReduceScatter, 4, {2}),
+            "group-size: levels (4x2) are hier all-reduce's only, not hier reducescatter "
+            "(allowed: one group size)");
+  EXPECT_EQ(hier(16, CollectiveKind::kAllReduce, 4, {2}, Algorithm::kRings),
+            "group-size: levels (4x2) are hier all-reduce's only, not rings allreduce "
+            "(allowed: one group size)");
+  EXPECT_EQ(hier(16, CollectiveKind::kAllReduce, 0, {2}),
+            "group-size: 0x2 has a first level of 0 (allowed: at least 2)");
+  EXPECT_EQ(hier(16, CollectiveKind::kAllReduce, 4, {1}),
+            "group-size: 4x1 has a level of 1 (allowed: each level at least 2)");
+  EXPECT_EQ(hier(16, CollectiveKind::kAllReduce, 4, {2, 2}), "(no error)");  // one top group
+  AlgoConfig three{Algorithm::kHierarchical, 2, 2, Algorithm::kBiRing};
+  three.upper_groups = {3};
+  EXPECT_EQ(make_schedule({CollectiveKind::kAllReduce, 12, 10}, three)->name(),
+            "hier(g=2x3,inner=biring,chunks=2)");
+}
+
 TEST(MakeSchedule, DefaultGroupSize) {
   EXPECT_EQ(default_group_size(1), 1);
   EXPECT_EQ(default_group_size(7), 7);  // prime: one group

@@ -180,6 +180,31 @@ TEST(Threads, HierWithBiringAllReducesExactly) {
   });
 }
 
+// hier over three and four levels (AlgoConfig::upper_groups) on threads:
+// exact against the closed form, every inner algorithm, in and out of place.
+TEST(Threads, MultilevelHierAllReducesExactly) {
+  const int n = 12;
+  const std::size_t count = 1009;
+  ThreadsWorld world(n);
+  world.run([&](Communicator& c) {
+    for (const std::vector<int>& levels : {std::vector<int>{2, 3}, {3, 2, 2}, {2, 2, 3}})
+      for (auto inner : inner_algorithms())
+        for (bool in_place : {false, true}) {
+          std::vector<double> in(count), out(count, -1.0);
+          for (std::size_t i = 0; i < count; ++i) in[i] = c.rank() + static_cast<double>(i);
+          double* dst = in_place ? in.data() : out.data();
+          AlgoConfig cfg{Algorithm::kHierarchical, 2, levels.front(), inner};
+          cfg.upper_groups.assign(levels.begin() + 1, levels.end());
+          c.allreduce(in.data(), dst, count, DataType::kF64, ReduceOp::kSum, cfg);
+          for (std::size_t i = 0; i < count; ++i)
+            ASSERT_EQ(dst[i], n * (n - 1) / 2.0 + n * static_cast<double>(i))
+                << group_levels_name(levels.front(), cfg.upper_groups) << " inner "
+                << algorithm_name(inner) << (in_place ? " in place" : "") << " rank " << c.rank()
+                << " element " << i;
+        }
+  });
+}
+
 // hier's reduce-scatter and all-gather in chunks are pipelines too: exact
 // blocks against the closed form, groups of 2 and 4, chunks 4, 9 and 16, on a
 // count that splits unevenly (out of place; in place is NCCL's layout, which

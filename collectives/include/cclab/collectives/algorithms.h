@@ -50,7 +50,24 @@ struct AlgoConfig {
   // differ in it still match. Executors set it from the call's pointers
   // (output_is_disjoint); the checker proves each setting in its placement.
   bool disjoint_output = false;
+  // hier all-reduce: levels above the groups of group_size, innermost first,
+  // each a number of the level below's groups per group (group_size 4 and
+  // {4} on a 4x4x4 torus: reduce-scatter along x, then along y, all-reduce
+  // along z, all-gather back); `inner` runs across the top level's groups.
+  // Empty: two levels. Written 4x4 (group_levels_name).
+  std::vector<int> upper_groups = {};
 };
+
+// "4x4" -> {4, {4}}: a --group-size with its levels; "4" -> {4, {}}, "0" -> the
+// default. Throws InvalidArgument naming `what` and the item: each level an
+// integer, above 1 where there are several.
+struct GroupLevels {
+  int group_size = 0;
+  std::vector<int> upper;
+};
+GroupLevels parse_group_levels(std::string_view text, std::string_view what);
+// {4, {4}} -> "4x4"; {4, {}} -> "4".
+std::string group_levels_name(int group_size, const std::vector<int>& upper);
 
 // Which algorithms implement a collective (kAuto excluded), in display order.
 std::vector<Algorithm> algorithms_for(CollectiveKind kind);
