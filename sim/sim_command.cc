@@ -43,9 +43,10 @@ struct SimFlags {
   std::string algos = "all";
   std::string min_bytes = "1K", max_bytes = "64M";
   int step_factor = 4;
-  std::string chunks = "1";    // a comma list: each algorithm runs with each
-  int group_size = 0;          // 0: the topology's hint when it divides --ranks, else the default
-  std::string inner = "ring";  // hier all-reduce: between groups; a comma list runs each
+  std::string chunks = "1";  // a comma list: each algorithm runs with each
+  int group_size = 0;        // 0: the topology's hint when it divides --ranks, else the default
+  std::vector<int> upper_groups;  // hier all-reduce's levels above the groups (--group-size 4x4)
+  std::string inner = "ring";     // hier all-reduce: between groups; a comma list runs each
   std::string json_path, trace_path, tune_path;
   std::optional<std::string> trace_ranks, trace_window;  // filters of --trace
   std::optional<int> links;  // --links: the busiest links listed under each row, after the tiers
@@ -136,8 +137,12 @@ void print_header(const SimFlags& f, const Topology& t, int ranks, int group,
       "chunks {}\n",
       t.description, ranks, t.num_endpoints(), t.num_links(), f.coll,
       broadcast ? fmt::format(" (root {})", f.root) : "", redop_name(f.coll), f.chunks);
-  fmt::print("# group size {} (hier, rings), hier inner {}\n",
-             group > 0 ? group : coll::default_group_size(ranks), coll::join_names(inners_of(f)));
+  const int g = group > 0 ? group : coll::default_group_size(ranks);
+  if (f.upper_groups.empty())
+    fmt::print("# group size {} (hier, rings), hier inner {}\n", g, coll::join_names(inners_of(f)));
+  else
+    fmt::print("# group levels {} (hier; rings and auto: groups of {}), hier inner {}\n",
+               coll::group_levels_name(g, f.upper_groups), g, coll::join_names(inners_of(f)));
   for (const std::string& line : skipped) fmt::print("# {}\n", line);
   fmt::print("#\n#");
   fmt::print(kColumns, "size(B)", "count", "type", "redop", "algo", "time(us)", "algbw(GB/s)",
@@ -242,6 +247,7 @@ void write_json(const std::string& path, const SimFlags& f, const Topology& t, i
       {"step_factor", f.step_factor},
       {"chunks", coll::parse_chunk_list(f.chunks, "--chunks")},
       {"hier_group_size", group > 0 ? group : coll::default_group_size(ranks)},
+      {"hier_upper_groups", f.upper_groups},  // levels above the groups (--group-size 4x4)
       {"hier_inner", coll::join_names(inners_of(f))},
       {"skipped", skipped}};  // candidates --inner all left out, and why
   const nlohmann::json record = {
@@ -257,9 +263,14 @@ coll::CollectiveShape shape_of(const SimFlags& f, CollectiveKind kind, int ranks
   return {kind, ranks, coll::count_of_total(kind, ranks, bytes / kElem), f.root};
 }
 
-coll::Selection choose(const coll::CollectiveShape& shape, const Candidate& c, int group) {
+// hier's upper levels (--group-size 4x4) are its own: rings and auto take
+// the first level's groups.
+coll::Selection choose(const coll::CollectiveShape& shape, const Candidate& c, int group,
+                       const std::vector<int>& upper) {
   const bool hier_group = coll::uses_groups(c.algo) || c.algo == Algorithm::kAuto;
-  return coll::select_algorithm(shape, kElem, {c.algo, c.chunks, hier_group ? group : 0, c.inner});
+  coll::AlgoConfig config{c.algo, c.chunks, hier_group ? group : 0, c.inner};
+  if (c.algo == Algorithm::kHierarchical) config.upper_groups = upper;
+  return coll::select_algorithm(shape, kElem, config);
 }
 
 // The candidates that run at `ranks` in groups of `group`: with --inner all,
@@ -283,7 +294,7 @@ std::vector<Candidate> runnable_candidates(const SimFlags& f, int ranks, int gro
         continue;
       }
     }
-    coll::make_schedule(shape, choose(shape, c, group).config, kElem);
+    coll::make_schedule(shape, choose(shape, c, group, f.upper_groups).config, kElem);
     out.push_back(c);
   }
   return out;
@@ -301,7 +312,7 @@ std::vector<Row> sweep(const SimFlags& f, const std::vector<Candidate>& candidat
       const coll::CollectiveShape shape = shape_of(f, kind, ranks, bytes);
       const std::uint64_t total = std::max(shape.input_count(), shape.output_count());
       Row row{total * kElem, total, c, {}, {}, {}};
-      row.chosen = choose(shape, c, group);
+      row.chosen = choose(shape, c, group, f.upper_groups);
       const auto sched = coll::make_schedule(shape, row.chosen.config, kElem);
       row.name = sched->name();
       const bool traced = trace != nullptr && last_size && &c == &candidates.back();
@@ -335,6 +346,27 @@ void write_tuning_table(const SimFlags& f, const Topology& topo, int ranks, int 
              f.coll, ranks, f.tune_path, f.tune_path, coll::describe_bands(table, "#   "));
 }
 
+// --group-size with levels (4x4): hier all-reduce's; not in tuning tables,
+// which keep one group size.
+void check_levels(const SimFlags& f, int ranks) {
+  const std::string levels = coll::group_levels_name(f.group_size, f.upper_groups);
+  if (f.coll != "allreduce")
+    throw InvalidArgument(fmt::format(
+        "--group-size: levels ({}) are hier all-reduce's only, not --coll {} (allowed: one "
+        "group size)",
+        levels, f.coll));
+  if (!f.tune_path.empty())
+    throw InvalidArgument(fmt::format(
+        "--tune: a tuning table keeps one group size, not levels ({}); tune with --group-size {}",
+        levels, f.group_size));
+  int span = f.group_size;
+  for (const int level : f.upper_groups) span *= level;
+  if (ranks % span != 0)
+    throw InvalidArgument(
+        fmt::format("--group-size: the top groups of {} ({} ranks each) do not divide the {} ranks",
+                    levels, span, ranks));
+}
+
 void check_flags(const SimFlags& f, int ranks, std::uint64_t lo, std::uint64_t hi) {
   if (lo > hi)
     throw InvalidArgument(
@@ -361,6 +393,7 @@ void check_flags(const SimFlags& f, int ranks, std::uint64_t lo, std::uint64_t h
     throw InvalidArgument(fmt::format(
         "--group-size: {} does not divide the {} ranks (allowed: a divisor, or 0 for the default)",
         f.group_size, ranks));
+  if (!f.upper_groups.empty()) check_levels(f, ranks);
   const auto candidates = make_candidates(f);  // --algo, --chunks, --inner, before any output
   const bool only_auto = std::all_of(candidates.begin(), candidates.end(),
                                      [](const Candidate& c) { return c.algo == Algorithm::kAuto; });
@@ -468,8 +501,15 @@ void add_sim_command(CLI::App& app) {
   cmd->add_option("-f,--stepfactor", flags->step_factor, "Size multiplier between rows");
   cmd->add_option("--chunks", flags->chunks,
                   "Pipeline chunks per transfer; a comma list runs each algorithm with each");
-  cmd->add_option("--group-size", flags->group_size,
-                  "hier, rings: ranks per group (default: the topology's, e.g. gpus per node)");
+  cmd->add_option_function<std::string>(
+      "--group-size",
+      [flags](const std::string& text) {
+        auto levels = coll::parse_group_levels(text, "--group-size");
+        flags->group_size = levels.group_size;
+        flags->upper_groups = std::move(levels.upper);
+      },
+      "hier, rings: ranks per group (default: the topology's, e.g. gpus per node); hier "
+      "all-reduce takes levels, 4x4: groups of 4 ranks, then of 4 groups (a 3-D torus' x, y, z)");
   cmd->add_option("--inner", flags->inner,
                   "hier: the algorithm between groups, ring (default), tree, hd, direct or biring "
                   "(also inside them) "

@@ -362,6 +362,31 @@ TEST(Simulator, HierWithBiringOnATorusUsesBothDirectionsOfBothDimensions) {
   }
 }
 
+// hier in levels of a row, then a plane (--group-size 4x3 on a 4x3x3
+// torus) runs each dimension in turn on what the one below left: x on S,
+// y on S/x, z on S/(xy), each the (bi)ring's closed form, one after the
+// other. Two levels (groups of a row) would run z's ring over the y-z plane
+// in rank order instead.
+TEST(Simulator, MultilevelHierOnA3DTorusRunsEachDimensionInTurn) {
+  const int x = 4, y = 3, z = 3, n = x * y * z;
+  const std::uint64_t count = 1000 * n;  // S = 4 count bytes, splits evenly
+  const double a = 0.5, bw = 10e9, bytes = 4.0 * count;
+  const Topology t = generate_topology("torus3d:x=4,y=3,z=3,bw=10GBps,lat=500ns");
+  for (Algorithm inner : {Algorithm::kRing, Algorithm::kBiRing}) {
+    const double ways = inner == Algorithm::kBiRing ? 2.0 : 1.0;
+    double want = 0, share = bytes;
+    for (const int d : {x, y, z}) {
+      want += 2.0 * (d - 1) * (a + share / (d * bw * ways) * 1e6);
+      share /= d;
+    }
+    coll::AlgoConfig config{Algorithm::kHierarchical, 1, x, inner};
+    config.upper_groups = {y};
+    const auto sched = coll::make_schedule({CollectiveKind::kAllReduce, n, count, 0}, config);
+    EXPECT_LT(rel_err(time_to_us(simulate(t, *sched).total), want), 1e-6)
+        << coll::algorithm_name(inner);
+  }
+}
+
 TEST(Simulator, RingAlongOneDimensionOfATorusIsTheRingClosedForm) {
   // A torus with one dimension above 1 is a ring of direct links: alpha = 1
   // link = 500ns, B = 10e9 B/s, whichever dimension it is.
