@@ -23,6 +23,7 @@ struct CheckArgs {
   std::int64_t count = 1009;
   std::string chunks = "1";  // a comma list, as cclab sim and cclab bench take
   int group_size = 0;
+  std::vector<int> upper_groups;  // hier all-reduce's levels above the groups (4x4)
   std::string inner = "ring";
   int root = 0;
   // About a minute, and the 6 GB that direct's 8.4 M steps at 2048 ranks take.
@@ -53,6 +54,11 @@ void validate(const CheckArgs& a, int lo) {
   if (a.group_size < 0)
     throw InvalidArgument(
         fmt::format("--group-size: must be at least 0, 0 for the default (got {})", a.group_size));
+  if (!a.upper_groups.empty() && a.coll != "allreduce")
+    throw InvalidArgument(fmt::format(
+        "--group-size: levels ({}) are hier all-reduce's only, not --coll {} (allowed: one "
+        "group size)",
+        group_levels_name(a.group_size, a.upper_groups), a.coll));
   if (a.root < 0 || a.root >= lo)
     throw InvalidArgument(fmt::format(
         "--root: {} is not a rank of every count in --ranks (allowed: 0 to {})", a.root, lo - 1));
@@ -102,6 +108,13 @@ std::string skip_reason(const CheckArgs& a, CollectiveKind kind, Algorithm algo,
                         int n) {
   if (uses_groups(algo) && a.group_size > 0 && n % a.group_size != 0)
     return fmt::format("--group-size {} does not divide {}", a.group_size, n);
+  if (algo == Algorithm::kHierarchical && !a.upper_groups.empty()) {
+    int span = a.group_size;
+    for (const int level : a.upper_groups) span *= level;
+    if (n % span != 0)
+      return fmt::format("the top groups of --group-size {} ({} ranks) do not divide {}",
+                         group_levels_name(a.group_size, a.upper_groups), span, n);
+  }
   if (algo == Algorithm::kHierarchical && !hier_inner_refusal(kind, n, a.group_size, inner).empty())
     return fmt::format("hd between {} groups, not a power of two",
                        n / group_size_or_default(n, a.group_size));
@@ -156,9 +169,11 @@ int run_check(const CheckArgs& a) {
         fmt::print("{:<28} ranks {:>5} skipped: {}\n", label(algo, inner), n, why);
         continue;
       }
-      for (int chunks : chunk_counts)
-        failures +=
-            check_both_ways(a, {kind, n, count, a.root}, {algo, chunks, a.group_size, inner});
+      for (int chunks : chunk_counts) {
+        AlgoConfig config{algo, chunks, a.group_size, inner};
+        if (algo == Algorithm::kHierarchical) config.upper_groups = a.upper_groups;
+        failures += check_both_ways(a, {kind, n, count, a.root}, config);
+      }
     }
   return failures == 0 ? 0 : 1;
 }
@@ -173,7 +188,14 @@ void add_check_command(CLI::App& app) {
   cmd->add_option("--ranks", args->ranks, "rank count N or range LO-HI");
   cmd->add_option("--count", args->count, "elements per rank (see cclab bench for the meaning)");
   cmd->add_option("--chunks", args->chunks, "pipeline chunks; a comma list checks each (1,3)");
-  cmd->add_option("--group-size", args->group_size, "hierarchical group size (0: default)");
+  cmd->add_option_function<std::string>(
+      "--group-size",
+      [args](const std::string& text) {
+        auto levels = parse_group_levels(text, "--group-size");
+        args->group_size = levels.group_size;
+        args->upper_groups = std::move(levels.upper);
+      },
+      "hierarchical group size (0: default); hier all-reduce takes levels, e.g. 4x4");
   cmd->add_option(
       "--inner", args->inner,
       "hier's inner algorithm (ring, tree, hd, direct, biring); a comma list (or all) checks each");
