@@ -68,7 +68,9 @@ void add_collective_options(CLI::App& cmd, BenchFlags& f) {
                  "(rows ring, ring:4); auto runs once, with the first, and 1 leaves the count to "
                  "the selector")
       ->capture_default_str();
-  cmd.add_option("--group-size", f.group_size, "hier: ranks per group (0: default)")
+  cmd.add_option("--group-size", f.group_size,
+                 "hier: ranks per group (0: default); hier all-reduce takes levels, 2x2: groups "
+                 "of 2 ranks, then of 2 groups")
       ->capture_default_str();
   cmd.add_option(
          "--inner", f.inner,

@@ -116,13 +116,26 @@ TEST(Resolve, RejectsBadValuesNamingTheFlag) {
   // hd between 3 groups: named, an error before any rank starts (with
   // `all` the row is skipped instead: the CLI tests).
   expect_invalid(with([](auto& f) {
-                   f.ranks = 6, f.group_size = 2, f.coll = "allgather", f.algo = "hier",
+                   f.ranks = 6, f.group_size = "2", f.coll = "allgather", f.algo = "hier",
                    f.inner = "hd";
                  }),
                  "--inner: hd between the groups of allgather's hier needs a power-of-two number "
                  "of groups, got 3 (groups of 2; allowed here: ring)");
-  expect_invalid(with([](auto& f) { f.ranks = 4, f.group_size = 3; }),
+  expect_invalid(with([](auto& f) { f.ranks = 4, f.group_size = "3"; }),
                  "--group-size: 3 does not divide --ranks 4 (allowed: 1, 2, 4");
+  // Levels of groups (2x2): hier all-reduce's, their top groups dividing the
+  // ranks, not in tuning tables.
+  expect_invalid(with([](auto& f) { f.ranks = 6, f.group_size = "2x2"; }),
+                 "--group-size: the top groups of 2x2 (4 ranks each) do not divide --ranks 6");
+  expect_invalid(with([](auto& f) { f.ranks = 8, f.group_size = "2x2", f.coll = "allgather"; }),
+                 "--group-size: levels (2x2) are hier all-reduce's only, not --coll allgather");
+  expect_invalid(with([](auto& f) { f.ranks = 8, f.group_size = "2x2", f.tune_path = "t.json"; }),
+                 "--tune: a tuning table keeps one group size, not levels (2x2); tune with "
+                 "--group-size 2");
+  expect_invalid(with([](auto& f) { f.group_size = "2x"; }),
+                 "--group-size: '2x' is not a group size");
+  expect_invalid(with([](auto& f) { f.group_size = "-1"; }),
+                 "--group-size: '-1' is not a group size");
 }
 
 // --chunks 1,4: each of ours with each count in the order given, `auto` once
@@ -682,7 +695,7 @@ TEST(Sweep, ChunkListRowsAreLabelledAndExact) {
 // is checked against the naive reduction, and the labels name the inner one.
 TEST(Sweep, InnerListRunsHierWithEach) {
   BenchFlags f;
-  f.ranks = 4, f.algo = "ring,hier", f.inner = "ring,tree,direct", f.group_size = 2;
+  f.ranks = 4, f.algo = "ring,hier", f.inner = "ring,tree,direct", f.group_size = "2";
   f.min_bytes = "16", f.max_bytes = "16K", f.step_factor = 1024, f.iters = 2, f.warmup = 0;
   const auto record = sweep_of_labelled_exact_rows(f, {"ring", "hier", "hier/tree", "hier/direct"});
   EXPECT_EQ(record["config"]["inner"], "ring,tree,direct");

@@ -60,6 +60,27 @@ Algorithm parse_one_algo(std::string_view name, CollectiveKind kind) {
                                 names_of(allowed), peer_names_for_help()));
 }
 
+// --group-size levels (2x2): hier all-reduce's, not in tuning tables (which
+// keep one group size), their top groups dividing the ranks.
+void check_levels(const BenchConfig& c) {
+  const std::string levels = coll::group_levels_name(c.group_size, c.upper_groups);
+  if (c.coll != CollectiveKind::kAllReduce)
+    invalid("--group-size",
+            fmt::format("levels ({}) are hier all-reduce's only, not --coll {} (allowed: one "
+                        "group size)",
+                        levels, coll::collective_name(c.coll)));
+  if (!c.tune_path.empty())
+    invalid("--tune", fmt::format("a tuning table keeps one group size, not levels ({}); tune "
+                                  "with --group-size {}",
+                                  levels, c.group_size));
+  int span = c.group_size;
+  for (const int level : c.upper_groups) span *= level;
+  if (c.ranks % span != 0)
+    invalid("--group-size", fmt::format("the top groups of {} ({} ranks each) do not divide "
+                                        "--ranks {}",
+                                        levels, span, c.ranks));
+}
+
 int parse_group_size(int group_size, int ranks) {
   at_least(group_size, 0, "--group-size");
   if (group_size == 0 || ranks % group_size == 0) return group_size;
@@ -106,7 +127,9 @@ std::string hier_row_skip_reason(const BenchConfig& c, const coll::AlgoConfig& a
 }
 
 coll::AlgoConfig BenchConfig::algo_config(Algorithm algo, int chunk_count, Algorithm inner) const {
-  return coll::AlgoConfig{algo, chunk_count, group_size, inner};
+  coll::AlgoConfig config{algo, chunk_count, group_size, inner};
+  if (algo == Algorithm::kHierarchical) config.upper_groups = upper_groups;
+  return config;
 }
 
 std::vector<coll::AlgoConfig> BenchConfig::ours() const {
@@ -260,7 +283,9 @@ BenchConfig resolve(const BenchFlags& f) {
   c.check = f.check == 1;
   c.in_place = f.in_place;
   c.chunks = coll::parse_chunk_list(f.chunks, "--chunks");
-  c.group_size = parse_group_size(f.group_size, c.ranks);
+  auto levels = coll::parse_group_levels(f.group_size, "--group-size");
+  c.group_size = parse_group_size(levels.group_size, c.ranks);
+  c.upper_groups = std::move(levels.upper);
   c.inners = coll::parse_inner_list(f.inner, "--inner", c.coll);
   c.inner_all = coll::names_all_inners(f.inner);
   c.timeout = std::chrono::milliseconds(at_least(f.timeout_ms, 1, "--timeout-ms"));
@@ -279,6 +304,7 @@ BenchConfig resolve(const BenchFlags& f) {
                                  [](Algorithm a) { return a != Algorithm::kAuto; });
   if (!c.tune_path.empty() && !named)
     invalid("--tune", "no algorithm of ours to choose from in --algo (e.g. --algo all)");
+  if (!c.upper_groups.empty()) check_levels(c);
   preflight(c);
   return c;
 }

@@ -58,7 +58,11 @@ void print_table_head(std::ostream& out, const BenchConfig& c) {
   if (c.timing == Timing::kSpan)
     out << ", timing span (a call: from the last rank's start to the last rank's end)";
   if (c.coll == CollectiveKind::kBroadcast) out << fmt::format(", root {}", c.root);
-  if (uses_hier(c))
+  if (uses_hier(c) && !c.upper_groups.empty())
+    out << fmt::format(", group levels {} (hier; rings and auto: groups of {}), hier inner {}",
+                       coll::group_levels_name(c.group_size, c.upper_groups), c.group_size,
+                       coll::join_names(c.inners));
+  else if (uses_hier(c))
     out << fmt::format(", group size {} (hier, rings), hier inner {}",
                        coll::group_size_or_default(c.ranks, c.group_size),
                        coll::join_names(c.inners));
@@ -134,7 +138,11 @@ nlohmann::json config_json(const BenchConfig& c) {
           {"check", c.check ? 1 : 0},
           {"in_place", c.in_place},
           {"chunks", c.chunks},
-          {"group_size", c.group_size},
+          // levels as written (a string, "2x2"), so that scripts/compare
+          // tells them from one group size
+          {"group_size", c.upper_groups.empty() ? nlohmann::json(c.group_size)
+                                                : nlohmann::json(coll::group_levels_name(
+                                                      c.group_size, c.upper_groups))},
           {"inner", coll::join_names(c.inners)},
           {"timeout_ms", c.timeout.count()},
           {"json", c.json_path},
