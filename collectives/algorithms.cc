@@ -43,9 +43,14 @@ class GeneratedSchedule final : public Schedule {
 void validate_levels(const CollectiveShape& s, const AlgoConfig& c) {
   const std::string levels = group_levels_name(c.group_size, c.upper_groups);
   if (c.algo != Algorithm::kHierarchical || s.kind != CollectiveKind::kAllReduce)
-    throw InvalidArgument(fmt::format(
-        "group-size: levels ({}) are hier all-reduce's only, not {} {} (allowed: one group size)",
-        levels, algorithm_name(c.algo), collective_name(s.kind)));
+    throw InvalidArgument(
+        c.rotate_levels
+            ? fmt::format("rotate-levels: hier all-reduce's only, not {} {}",
+                          algorithm_name(c.algo), collective_name(s.kind))
+            : fmt::format("group-size: levels ({}) are hier all-reduce's only, not {} {} "
+                          "(allowed: one group size)",
+                          levels, algorithm_name(c.algo), collective_name(s.kind)));
+  if (c.upper_groups.empty()) return;  // rotated two levels: any group size
   if (c.group_size < 2)
     throw InvalidArgument(fmt::format(
         "group-size: {} has a first level of {} (allowed: at least 2)", levels, c.group_size));
@@ -93,7 +98,7 @@ void validate(const CollectiveShape& s, const AlgoConfig& c) {
     if (const auto why = hier_inner_refusal(s.kind, s.ranks, c.group_size, c.inner); !why.empty())
       throw InvalidArgument("inner: " + why);
   }
-  if (!c.upper_groups.empty()) validate_levels(s, c);
+  if (!c.upper_groups.empty() || c.rotate_levels) validate_levels(s, c);
 }
 
 std::unique_ptr<Schedule> all_reduce(const CollectiveShape& s, const AlgoConfig& c) {
@@ -129,14 +134,15 @@ std::unique_ptr<Schedule> all_reduce(const CollectiveShape& s, const AlgoConfig&
         s, fmt::format("rings(g={}{})", g, chunks > 1 ? fmt::format(",chunks={}", chunks) : ""), 0,
         [=](int r) { return rings_all_reduce(n, r, count, chunks, g); });
   const int inner = static_cast<int>(c.inner);
-  const auto name =
-      fmt::format("hier(g={},inner={}{})", group_levels_name(g, c.upper_groups),
-                  algorithm_name(c.inner), chunks > 1 ? fmt::format(",chunks={}", chunks) : "");
-  if (!c.upper_groups.empty()) {
+  const auto name = fmt::format("hier(g={}{},inner={}{})", group_levels_name(g, c.upper_groups),
+                                c.rotate_levels ? ",rotated" : "", algorithm_name(c.inner),
+                                chunks > 1 ? fmt::format(",chunks={}", chunks) : "");
+  if (!c.upper_groups.empty() || c.rotate_levels) {
     std::vector<int> levels{g};
     levels.insert(levels.end(), c.upper_groups.begin(), c.upper_groups.end());
+    const bool rotate = c.rotate_levels;
     return std::make_unique<GeneratedSchedule>(s, name, count, [=](int r) {
-      return multilevel_hier_all_reduce(n, r, count, chunks, levels, inner);
+      return multilevel_hier_all_reduce(n, r, count, chunks, levels, inner, rotate);
     });
   }
   return std::make_unique<GeneratedSchedule>(

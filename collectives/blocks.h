@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "cclab/collectives/algorithms.h"
 #include "cclab/collectives/schedule.h"
 
 namespace cclab::coll::detail {
@@ -152,15 +153,18 @@ Program hd_all_reduce(int n, int me, std::uint64_t count, int chunks, Frame fram
 Program direct_all_reduce(int n, int me, std::uint64_t count, int chunks,
                           bool into_output = false,  // scratch: count unless into_output
                           Frame frame = {});
+// One of the flat all-reduces (AlgoConfig::inner) in `frame`; scratch: count.
+Program flat_all_reduce(Algorithm a, int n, int me, std::uint64_t count, int chunks, Frame frame);
 Program hier_all_reduce(int n, int me, std::uint64_t count, int chunks, int group_size,
                         int inner_algo);  // scratch: count
 // hier all-reduce over several levels of groups (levels: the group sizes,
 // innermost first, each in groups of the level below), phased: a
 // reduce-scatter inside the groups of each level in turn, on the shard the
 // level below left, `inner` across the top level's groups, then the
-// all-gathers back down. scratch: count.
+// all-gathers back down; `rotate`: a part of the vector per level, each
+// starting from a level of its own, at once (levels.cc). scratch: count.
 Program multilevel_hier_all_reduce(int n, int me, std::uint64_t count, int chunks,
-                                   std::vector<int> levels, int inner_algo);
+                                   std::vector<int> levels, int inner_algo, bool rotate);
 Program ring_reduce_scatter_coll(int n, int me, std::uint64_t count,
                                  int chunks);  // scratch: n*count
 Program direct_reduce_scatter(int n, int me, std::uint64_t count, int chunks,

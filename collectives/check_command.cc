@@ -24,6 +24,7 @@ struct CheckArgs {
   std::string chunks = "1";  // a comma list, as cclab sim and cclab bench take
   int group_size = 0;
   std::vector<int> upper_groups;  // hier all-reduce's levels above the groups (4x4)
+  bool rotate_levels = false;     // hier all-reduce: a part of the vector per level
   std::string inner = "ring";
   int root = 0;
   // About a minute, and the 6 GB that direct's 8.4 M steps at 2048 ranks take.
@@ -54,6 +55,9 @@ void validate(const CheckArgs& a, int lo) {
   if (a.group_size < 0)
     throw InvalidArgument(
         fmt::format("--group-size: must be at least 0, 0 for the default (got {})", a.group_size));
+  if (a.rotate_levels && a.coll != "allreduce")
+    throw InvalidArgument(
+        fmt::format("--rotate-levels: hier all-reduce's only, not --coll {}", a.coll));
   if (!a.upper_groups.empty() && a.coll != "allreduce")
     throw InvalidArgument(fmt::format(
         "--group-size: levels ({}) are hier all-reduce's only, not --coll {} (allowed: one "
@@ -171,7 +175,10 @@ int run_check(const CheckArgs& a) {
       }
       for (int chunks : chunk_counts) {
         AlgoConfig config{algo, chunks, a.group_size, inner};
-        if (algo == Algorithm::kHierarchical) config.upper_groups = a.upper_groups;
+        if (algo == Algorithm::kHierarchical) {
+          config.upper_groups = a.upper_groups;
+          config.rotate_levels = a.rotate_levels;
+        }
         failures += check_both_ways(a, {kind, n, count, a.root}, config);
       }
     }
@@ -196,6 +203,8 @@ void add_check_command(CLI::App& app) {
         args->upper_groups = std::move(levels.upper);
       },
       "hierarchical group size (0: default); hier all-reduce takes levels, e.g. 4x4");
+  cmd->add_flag("--rotate-levels", args->rotate_levels,
+                "hier all-reduce: a part of the vector per level, each starting from its own");
   cmd->add_option(
       "--inner", args->inner,
       "hier's inner algorithm (ring, tree, hd, direct, biring); a comma list (or all) checks each");

@@ -92,9 +92,11 @@ void nested_levels(int n, std::vector<int>& prefix, std::vector<std::vector<int>
 }
 
 // hier over three or more levels (4x4 on 64 ranks: a 4x4x4 torus' x, y and
-// z) with every inner algorithm, in chunks, on uneven splits.
+// z), one way round and rotated, with every inner algorithm, in chunks, on
+// uneven splits.
 TEST(Checker, HierarchicalOverEveryNestingOfLevels) {
   for (int n : {8, 12, 16, 18, 24, 27, 64}) {
+    if (test::reduced_grid() && (n == 24 || n == 64)) continue;  // sanitizers: the smaller
     std::vector<int> prefix;
     std::vector<std::vector<int>> all;
     nested_levels(n, prefix, all);
@@ -102,13 +104,37 @@ TEST(Checker, HierarchicalOverEveryNestingOfLevels) {
     for (const auto& levels : all)
       for (auto inner : inner_algorithms())
         for (int chunks : {1, 3})
-          for (std::uint64_t count : {std::uint64_t{1}, std::uint64_t{37}, std::uint64_t{1009}}) {
-            if (n == 64 && count != 1009) continue;
-            AlgoConfig cfg{Algorithm::kHierarchical, chunks, levels.front(), inner};
-            cfg.upper_groups.assign(levels.begin() + 1, levels.end());
+          for (std::uint64_t count : {std::uint64_t{1}, std::uint64_t{37}, std::uint64_t{1009}})
+            for (bool rotate : {false, true}) {
+              // 64 ranks (57 nestings): a 4x4x4 torus, 4x4 and 2x2x2x2x2x2, the
+              // large count only (the checker's time grows with the ranks).
+              const bool cube = levels == std::vector<int>{4, 4} ||
+                                levels == std::vector<int>{4, 4, 4} ||
+                                levels == std::vector<int>{2, 2, 2, 2, 2, 2};
+              if (n == 64 && (count != 1009 || !cube)) continue;
+              AlgoConfig cfg{Algorithm::kHierarchical, chunks, levels.front(), inner};
+              cfg.upper_groups.assign(levels.begin() + 1, levels.end());
+              cfg.rotate_levels = rotate;
+              expect_proved({CollectiveKind::kAllReduce, n, count}, cfg);
+            }
+  }
+}
+
+// Two levels rotated: half the vector reduce-scatters inside the groups
+// first, the other half across them first; every group size, with 1 and n
+// (a level of one rank) too.
+TEST(Checker, HierarchicalWithItsTwoLevelsRotated) {
+  for (int n : {2, 4, 6, 8, 9, 12})
+    for (int g = 1; g <= n; ++g) {
+      if (n % g) continue;
+      for (auto inner : inner_algorithms())
+        for (int chunks : {1, 3})
+          for (std::uint64_t count : {0, 1, 37, 1009}) {
+            AlgoConfig cfg{Algorithm::kHierarchical, chunks, g, inner};
+            cfg.rotate_levels = true;
             expect_proved({CollectiveKind::kAllReduce, n, count}, cfg);
           }
-  }
+    }
 }
 
 TEST(Checker, HierarchicalReduceScatterAndAllGatherWithEveryGroupSize) {

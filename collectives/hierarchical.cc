@@ -54,26 +54,11 @@ Program flat_all_reduce(Algorithm a, int n, int me, std::uint64_t count, int chu
 
 namespace {
 
-// A frame for a sub-program whose ranks and buffers are `ranks` and
-// `buffers` as the program in `outer` names them: both maps composed.
-Frame compose(const Frame& outer, std::int64_t first_id, RankMap ranks, BufferMap buffers) {
-  const auto through = [&](VectorRef v) {
-    const Region r = outer.buffers.apply({v.buffer, v.offset, 0});
-    return VectorRef{r.buffer, r.offset};
-  };
-  return {first_id,
-          {outer.ranks(ranks.base), outer.ranks.stride * ranks.stride},
-          {through(buffers.input), through(buffers.output), through(buffers.scratch)}};
-}
-
-// hier with fences between its phases, in `frame`: the inner algorithm may
-// be any. levels[0] is the group size; further levels group the groups
-// (multilevel_hier_all_reduce), the all-reduce across the groups being this
-// program again, one level up, in place on the shard.
-Program phased_hier_all_reduce(int n, int me, std::uint64_t count, int chunks,
-                               std::vector<int> levels, int inner_algo, Frame frame = {}) {
-  Emitter e("", frame);
-  const int g = levels.front(), groups = n / g, l = me % g, group = me / g;
+// hier with fences between its phases: the inner algorithm may be any.
+Program phased_hier_all_reduce(int n, int me, std::uint64_t count, int chunks, int group_size,
+                               int inner_algo) {
+  Emitter e;
+  const int g = group_size, groups = n / g, l = me % g, group = me / g;
   const Partition shards{count, std::uint64_t(g)};
   const VectorRef in{BufferId::kInput, 0}, out{BufferId::kOutput, 0};
   const Region mine = out.at(shards.offset(l), shards.size(l));
@@ -82,8 +67,7 @@ Program phased_hier_all_reduce(int n, int me, std::uint64_t count, int chunks,
   // directions of both dimensions).
   const bool both_ways = static_cast<Algorithm>(inner_algo) == Algorithm::kBiRing;
   if (both_ways) {
-    CCLAB_YIELD_FROM(
-        biring_phase(g, l, count, chunks, true, compose(frame, e.next_id(), in_group, {})), e);
+    CCLAB_YIELD_FROM(biring_phase(g, l, count, chunks, true, {e.next_id(), in_group, {}}), e);
   } else {
     CCLAB_YIELD_FROM(
         ring_reduce_scatter({g, l, in_group, shards, in, out, mine, chunks, e.next_frame()}), e);
@@ -91,25 +75,18 @@ Program phased_hier_all_reduce(int n, int me, std::uint64_t count, int chunks,
   if (groups > 1) {
     co_yield e.fence();
     // Over the ranks `across` groups; the shard is both input and output of
-    // the all-reduce (in place).
-    BufferMap on_shard;
-    on_shard.input = on_shard.output = {BufferId::kOutput, mine.offset};
-    const Frame inner = compose(frame, e.next_id(), across, on_shard);
-    if (levels.size() > 1) {
-      levels.erase(levels.begin());
-      CCLAB_YIELD_FROM(phased_hier_all_reduce(groups, group, mine.count, chunks, std::move(levels),
-                                              inner_algo, inner),
-                       e);
-    } else {
-      CCLAB_YIELD_FROM(flat_all_reduce(static_cast<Algorithm>(inner_algo), groups, group,
-                                       mine.count, chunks, inner),
-                       e);
-    }
+    // the inner all-reduce (in place). (This program's own frame is the
+    // whole schedule's, so the inner frame need not compose with it.)
+    Frame inner{e.next_id(), across, {}};
+    inner.buffers.input = {BufferId::kOutput, mine.offset};
+    inner.buffers.output = {BufferId::kOutput, mine.offset};
+    CCLAB_YIELD_FROM(flat_all_reduce(static_cast<Algorithm>(inner_algo), groups, group, mine.count,
+                                     chunks, inner),
+                     e);
   }
   co_yield e.fence();
   if (both_ways) {
-    CCLAB_YIELD_FROM(
-        biring_phase(g, l, count, chunks, false, compose(frame, e.next_id(), in_group, {})), e);
+    CCLAB_YIELD_FROM(biring_phase(g, l, count, chunks, false, {e.next_id(), in_group, {}}), e);
   } else {
     CCLAB_YIELD_FROM(ring_all_gather({g, l, in_group, shards, out, chunks, e.next_frame()}), e);
   }
@@ -532,12 +509,7 @@ Program hier_all_reduce(int n, int me, std::uint64_t count, int chunks, int grou
   const auto inner = static_cast<Algorithm>(inner_algo);
   if (chunks > 1 && g > 1 && groups > 1 && hier_all_reduce_pipelines(inner, groups))
     return pipelined_hier_all_reduce(n, me, count, chunks, g, inner);
-  return phased_hier_all_reduce(n, me, count, chunks, {group_size}, inner_algo);
-}
-
-Program multilevel_hier_all_reduce(int n, int me, std::uint64_t count, int chunks,
-                                   std::vector<int> levels, int inner_algo) {
-  return phased_hier_all_reduce(n, me, count, chunks, std::move(levels), inner_algo);
+  return phased_hier_all_reduce(n, me, count, chunks, group_size, inner_algo);
 }
 
 Program pipelined_hier_reduce_scatter(int n, int me, std::uint64_t count, int chunks, int g,

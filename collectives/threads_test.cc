@@ -187,21 +187,24 @@ TEST(Threads, MultilevelHierAllReducesExactly) {
   const std::size_t count = 1009;
   ThreadsWorld world(n);
   world.run([&](Communicator& c) {
-    for (const std::vector<int>& levels : {std::vector<int>{2, 3}, {3, 2, 2}, {2, 2, 3}})
+    for (const std::vector<int>& levels : {std::vector<int>{2, 3}, {3, 2, 2}, {2, 2, 3}, {4}})
       for (auto inner : inner_algorithms())
-        for (bool in_place : {false, true}) {
-          std::vector<double> in(count), out(count, -1.0);
-          for (std::size_t i = 0; i < count; ++i) in[i] = c.rank() + static_cast<double>(i);
-          double* dst = in_place ? in.data() : out.data();
-          AlgoConfig cfg{Algorithm::kHierarchical, 2, levels.front(), inner};
-          cfg.upper_groups.assign(levels.begin() + 1, levels.end());
-          c.allreduce(in.data(), dst, count, DataType::kF64, ReduceOp::kSum, cfg);
-          for (std::size_t i = 0; i < count; ++i)
-            ASSERT_EQ(dst[i], n * (n - 1) / 2.0 + n * static_cast<double>(i))
-                << group_levels_name(levels.front(), cfg.upper_groups) << " inner "
-                << algorithm_name(inner) << (in_place ? " in place" : "") << " rank " << c.rank()
-                << " element " << i;
-        }
+        for (bool in_place : {false, true})
+          for (bool rotate : {false, true}) {
+            if (levels.size() == 1 && !rotate) continue;  // two levels one way: hier itself
+            std::vector<double> in(count), out(count, -1.0);
+            for (std::size_t i = 0; i < count; ++i) in[i] = c.rank() + static_cast<double>(i);
+            double* dst = in_place ? in.data() : out.data();
+            AlgoConfig cfg{Algorithm::kHierarchical, 2, levels.front(), inner};
+            cfg.upper_groups.assign(levels.begin() + 1, levels.end());
+            cfg.rotate_levels = rotate;
+            c.allreduce(in.data(), dst, count, DataType::kF64, ReduceOp::kSum, cfg);
+            for (std::size_t i = 0; i < count; ++i)
+              ASSERT_EQ(dst[i], n * (n - 1) / 2.0 + n * static_cast<double>(i))
+                  << group_levels_name(levels.front(), cfg.upper_groups)
+                  << (rotate ? " rotated" : "") << " inner " << algorithm_name(inner)
+                  << (in_place ? " in place" : "") << " rank " << c.rank() << " element " << i;
+          }
   });
 }
 

@@ -56,6 +56,10 @@ struct AlgoConfig {
   // along z, all-gather back); `inner` runs across the top level's groups.
   // Empty: two levels. Written 4x4 (group_levels_name).
   std::vector<int> upper_groups = {};
+  // hier all-reduce: a part of the vector per level (the top one included),
+  // part w visiting the levels from level w round (x-y-z, y-z-x, z-x-y), the
+  // parts at once: on a torus every dimension works in every phase.
+  bool rotate_levels = false;
 };
 
 // "4x4" -> {4, {4}}: a --group-size with its levels; "4" -> {4, {}}, "0" -> the

@@ -1,0 +1,165 @@
+// hier all-reduce over several levels of groups (AlgoConfig::upper_groups)
+// and with its levels rotated (AlgoConfig::rotate_levels). The ranks are a
+// grid: level k's groups are lines along dimension k (size levels[k],
+// stride the product of the levels below), and the ranks left over, n over
+// the product, are the top dimension. A rank reduce-scatters along each
+// dimension in turn, on the shard the one before left it, runs the inner
+// all-reduce along the last, and all-gathers back down: on a 4x4x4 torus in
+// levels 4x4, the x links carry S, the y links S/4 and the z links S/16.
+//
+// Rotated, the vector is cut into one part per dimension, and part w goes
+// through the dimensions starting from dimension w (x-y-z, y-z-x, z-x-y):
+// in each phase every part is on a dimension of its own, so all of them
+// work at once and each carries 1/D of what the one-way order puts on it.
+// The parts' phases are interleaved step by step (each numbered in a frame
+// of its own, its deps renumbered), and the phases are separated by fences.
+// Where the levels are different links of one kind (a torus) this divides
+// the bandwidth term by D; where a level is the slow link (NICs under
+// NVLink), a part that starts there puts S/D on it instead of S/(gD): keep
+// the one-way order.
+#include <algorithm>
+#include <vector>
+
+#include "blocks.h"
+#include "cclab/collectives/algorithms.h"
+
+namespace cclab::coll::detail {
+namespace {
+
+// A dimension of the grid of ranks: `size` ranks `stride` apart.
+struct Dim {
+  int size = 1;
+  int stride = 1;
+  int coord(int rank) const { return rank / stride % size; }
+  // The ranks of `rank`'s line along this dimension.
+  RankMap line(int rank) const { return {rank - coord(rank) * stride, stride}; }
+};
+
+// One part of the vector and the order in which it visits the dimensions.
+struct Way {
+  Region part;  // in the output (and, before the first phase, the input)
+  std::vector<Dim> order;
+
+  // What rank `me` holds of the part once it has reduce-scattered along
+  // order[0..level): its shard of each dimension's partition in turn.
+  Region shard(int me, int level) const {
+    Region r = part;
+    for (int k = 0; k < level; ++k) {
+      const Partition shards{r.count, std::uint64_t(order[k].size)};
+      const int l = order[k].coord(me);
+      r = {r.buffer, r.offset + shards.offset(l), shards.size(l)};
+    }
+    return r;
+  }
+};
+
+// Phase `phase` of `way` at rank `me` (of 2D-1: D-1 reduce-scatters, the
+// inner all-reduce along the last dimension, D-1 all-gathers), numbered
+// from 0 in a frame of its own. Inside: the ring, or biring where the inner
+// algorithm is. `scratch_at`: where the inner all-reduce may use scratch.
+Program way_phase(const Way& way, int me, int phase, int chunks, Algorithm inner,
+                  std::uint64_t scratch_at) {
+  const int dims = static_cast<int>(way.order.size());
+  const int level = phase < dims ? phase : 2 * dims - 2 - phase;
+  const Dim d = way.order[level];
+  const int g = d.size, l = d.coord(me);
+  const RankMap ranks = d.line(me);
+  const Region r = way.shard(me, level);
+  const VectorRef out{BufferId::kOutput, r.offset};
+  const VectorRef in{level == 0 ? BufferId::kInput : BufferId::kOutput, r.offset};
+  if (phase == dims - 1)
+    return flat_all_reduce(inner, g, l, r.count, chunks,
+                           {0, ranks, {in, out, {BufferId::kScratch, scratch_at}}});
+  const bool reduce = phase < dims - 1;
+  if (inner == Algorithm::kBiRing)
+    return biring_phase(g, l, r.count, chunks, reduce, {0, ranks, {in, out}});
+  const Partition shards{r.count, std::uint64_t(g)};
+  if (reduce)
+    return ring_reduce_scatter(
+        {g, l, ranks, shards, in, out, out.at(shards.offset(l), shards.size(l)), chunks});
+  return ring_all_gather({g, l, ranks, shards, out, chunks});
+}
+
+// The dimensions of n ranks in groups of levels[0], levels[1] of those, ...:
+// one per level, then the ranks left over (where more than one).
+std::vector<Dim> dims_of(int n, const std::vector<int>& levels) {
+  std::vector<Dim> dims;
+  int stride = 1;
+  for (const int g : levels) {
+    dims.push_back({g, stride});
+    stride *= g;
+  }
+  if (n / stride > 1) dims.push_back({n / stride, stride});
+  return dims;
+}
+
+// The steps of `programs` (each numbered from 0 in a frame of its own), one
+// of each in turn, numbered from `first_id` with their deps renumbered. A
+// program's fence waits for the others' steps too, so where one reaches a
+// fence it waits there for the others to reach theirs (or end) and they
+// share one: two programs that each fence between their phases (ring
+// all-reduce, hd) would otherwise deadlock where one's fence stands before
+// sends the other's peers wait for.
+Program interleave(std::vector<Program> programs, std::int64_t first_id) {
+  const int count = static_cast<int>(programs.size());
+  std::int64_t next = first_id;
+  // ids[w][i]: where program w's step i landed (its fences: the shared fence).
+  std::vector<std::vector<std::int64_t>> ids(count);
+  std::vector<char> done(count, 0), at_fence(count, 0);
+  for (int running = count; running > 0;) {
+    bool moved = false;
+    for (int w = 0; w < count; ++w) {
+      if (done[w] || at_fence[w]) continue;
+      if (!programs[w].next()) {
+        done[w] = 1;
+        --running;
+        continue;
+      }
+      Step s = programs[w].value();
+      if (s.kind == StepKind::kFence) {
+        at_fence[w] = 1;
+        ids[w].push_back(-1);  // the shared fence's id, once it is made
+        continue;
+      }
+      for (int k = 0; k < s.num_deps; ++k) s.deps[k] = ids[w][s.deps[k]];
+      ids[w].push_back(next++);
+      moved = true;
+      co_yield s;
+    }
+    if (moved || std::find(at_fence.begin(), at_fence.end(), 1) == at_fence.end()) continue;
+    // Every program still running waits at a fence: theirs, shared.
+    for (int w = 0; w < count; ++w)
+      if (at_fence[w]) ids[w].back() = next, at_fence[w] = 0;
+    Step fence;
+    fence.phase = "fence";
+    ++next;
+    co_yield fence;
+  }
+}
+
+}  // namespace
+
+Program multilevel_hier_all_reduce(int n, int me, std::uint64_t count, int chunks,
+                                   std::vector<int> levels, int inner_algo, bool rotate) {
+  const auto inner = static_cast<Algorithm>(inner_algo);
+  const std::vector<Dim> dims = dims_of(n, levels);
+  const int phases = 2 * static_cast<int>(dims.size()) - 1;
+  const int ways = rotate ? static_cast<int>(dims.size()) : 1;
+  const Partition parts{count, std::uint64_t(ways)};
+  std::vector<Way> way(ways);
+  for (int w = 0; w < ways; ++w) {
+    way[w].part = {BufferId::kOutput, parts.offset(w), parts.size(w)};
+    way[w].order = dims;
+    std::rotate(way[w].order.begin(), way[w].order.begin() + w, way[w].order.end());
+  }
+  Emitter e;
+  for (int phase = 0; phase < phases; ++phase) {
+    if (phase > 0) co_yield e.fence();
+    std::vector<Program> programs;
+    for (int w = 0; w < ways; ++w)
+      programs.push_back(way_phase(way[w], me, phase, chunks, inner, parts.offset(w)));
+    CCLAB_YIELD_FROM(interleave(std::move(programs), e.next_id()), e);
+  }
+}
+
+}  // namespace cclab::coll::detail
