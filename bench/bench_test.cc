@@ -132,6 +132,10 @@ TEST(Resolve, RejectsBadValuesNamingTheFlag) {
   expect_invalid(with([](auto& f) { f.ranks = 8, f.group_size = "2x2", f.tune_path = "t.json"; }),
                  "--tune: a tuning table keeps one group size, not levels (2x2); tune with "
                  "--group-size 2");
+  expect_invalid(with([](auto& f) { f.coll = "reducescatter", f.rotate_levels = true; }),
+                 "--rotate-levels: hier all-reduce's only, not --coll reducescatter");
+  expect_invalid(with([](auto& f) { f.rotate_levels = true, f.tune_path = "t.json"; }),
+                 "--tune: a tuning table does not keep --rotate-levels");
   expect_invalid(with([](auto& f) { f.group_size = "2x"; }),
                  "--group-size: '2x' is not a group size");
   expect_invalid(with([](auto& f) { f.group_size = "-1"; }),

@@ -64,6 +64,12 @@ Algorithm parse_one_algo(std::string_view name, CollectiveKind kind) {
 // keep one group size), their top groups dividing the ranks.
 void check_levels(const BenchConfig& c) {
   const std::string levels = coll::group_levels_name(c.group_size, c.upper_groups);
+  if (c.rotate_levels && c.coll != CollectiveKind::kAllReduce)
+    invalid("--rotate-levels",
+            fmt::format("hier all-reduce's only, not --coll {}", coll::collective_name(c.coll)));
+  if (c.rotate_levels && !c.tune_path.empty())
+    invalid("--tune", "a tuning table does not keep --rotate-levels; tune without it");
+  if (c.upper_groups.empty()) return;
   if (c.coll != CollectiveKind::kAllReduce)
     invalid("--group-size",
             fmt::format("levels ({}) are hier all-reduce's only, not --coll {} (allowed: one "
@@ -128,7 +134,10 @@ std::string hier_row_skip_reason(const BenchConfig& c, const coll::AlgoConfig& a
 
 coll::AlgoConfig BenchConfig::algo_config(Algorithm algo, int chunk_count, Algorithm inner) const {
   coll::AlgoConfig config{algo, chunk_count, group_size, inner};
-  if (algo == Algorithm::kHierarchical) config.upper_groups = upper_groups;
+  if (algo == Algorithm::kHierarchical) {
+    config.upper_groups = upper_groups;
+    config.rotate_levels = rotate_levels;
+  }
   return config;
 }
 
@@ -286,6 +295,7 @@ BenchConfig resolve(const BenchFlags& f) {
   auto levels = coll::parse_group_levels(f.group_size, "--group-size");
   c.group_size = parse_group_size(levels.group_size, c.ranks);
   c.upper_groups = std::move(levels.upper);
+  c.rotate_levels = f.rotate_levels;
   c.inners = coll::parse_inner_list(f.inner, "--inner", c.coll);
   c.inner_all = coll::names_all_inners(f.inner);
   c.timeout = std::chrono::milliseconds(at_least(f.timeout_ms, 1, "--timeout-ms"));
@@ -304,7 +314,7 @@ BenchConfig resolve(const BenchFlags& f) {
                                  [](Algorithm a) { return a != Algorithm::kAuto; });
   if (!c.tune_path.empty() && !named)
     invalid("--tune", "no algorithm of ours to choose from in --algo (e.g. --algo all)");
-  if (!c.upper_groups.empty()) check_levels(c);
+  if (!c.upper_groups.empty() || c.rotate_levels) check_levels(c);
   preflight(c);
   return c;
 }

@@ -37,6 +37,7 @@ struct BenchFlags {
   bool in_place = false;
   std::string chunks = "1";      // a comma list: each of our algorithms runs with each
   std::string group_size = "0";  // 0: the library's default_group_size(ranks); or levels, 2x2
+  bool rotate_levels = false;    // hier all-reduce: a part of the vector per level
   std::string inner = "ring";
   int timeout_ms = 30000;
   std::string json_path;
@@ -84,6 +85,7 @@ struct BenchConfig {
   std::vector<int> chunks = {1};  // each of ours (but auto) runs with each, in this order
   int group_size = 0;
   std::vector<int> upper_groups;  // hier all-reduce's levels above the groups (--group-size 2x2)
+  bool rotate_levels = false;     // --rotate-levels
   // hier's inner algorithms (--inner): hier runs with each, the others once
   std::vector<coll::Algorithm> inners = {coll::Algorithm::kRing};
   // --inner named `all`: a hier row whose groups refuse its inner algorithm

@@ -58,9 +58,10 @@ void print_table_head(std::ostream& out, const BenchConfig& c) {
   if (c.timing == Timing::kSpan)
     out << ", timing span (a call: from the last rank's start to the last rank's end)";
   if (c.coll == CollectiveKind::kBroadcast) out << fmt::format(", root {}", c.root);
-  if (uses_hier(c) && !c.upper_groups.empty())
-    out << fmt::format(", group levels {} (hier; rings and auto: groups of {}), hier inner {}",
-                       coll::group_levels_name(c.group_size, c.upper_groups), c.group_size,
+  if (uses_hier(c) && (!c.upper_groups.empty() || c.rotate_levels))
+    out << fmt::format(", group levels {}{} (hier; rings and auto: groups of {}), hier inner {}",
+                       coll::group_levels_name(c.group_size, c.upper_groups),
+                       c.rotate_levels ? ", rotated" : "", c.group_size,
                        coll::join_names(c.inners));
   else if (uses_hier(c))
     out << fmt::format(", group size {} (hier, rings), hier inner {}",
@@ -140,6 +141,7 @@ nlohmann::json config_json(const BenchConfig& c) {
           {"chunks", c.chunks},
           // levels as written (a string, "2x2"), so that scripts/compare
           // tells them from one group size
+          {"rotate_levels", c.rotate_levels},
           {"group_size", c.upper_groups.empty() ? nlohmann::json(c.group_size)
                                                 : nlohmann::json(coll::group_levels_name(
                                                       c.group_size, c.upper_groups))},

@@ -206,10 +206,15 @@ class CompareTest(unittest.TestCase):
             self.assertEqual(status, 0, out)
             self.assertIn(line, out)
             self.assertIn(f"1 regression(s) (reported only: different settings ({flags}))", out)
+        # --rotate-levels against a baseline written before it (absent: false).
+        status, out = self.compare(record(series({("hd", 4096): 2.0}), rotate_levels=True),
+                                   record(series()))
+        self.assertEqual(status, 0, out)
+        self.assertIn("settings differ (--rotate-levels: new true, baseline false)", out)
         # The same settings, or a baseline written before a setting existed: the gate stands.
         for base_fields in ({"in_place": True, "batch": 4}, {}):
             status, out = self.compare(
-                record(series({("hd", 4096): 2.0}), in_place=True, batch=4),
+                record(series({("hd", 4096): 2.0}), in_place=True, batch=4, rotate_levels=False),
                 record(series(), **base_fields))
             self.assertEqual(status, 1, out)
             self.assertNotIn("settings differ", out)

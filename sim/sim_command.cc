@@ -46,7 +46,8 @@ struct SimFlags {
   std::string chunks = "1";  // a comma list: each algorithm runs with each
   int group_size = 0;        // 0: the topology's hint when it divides --ranks, else the default
   std::vector<int> upper_groups;  // hier all-reduce's levels above the groups (--group-size 4x4)
-  std::string inner = "ring";     // hier all-reduce: between groups; a comma list runs each
+  bool rotate_levels = false;  // hier all-reduce: a part of the vector per level, each its own way
+  std::string inner = "ring";  // hier all-reduce: between groups; a comma list runs each
   std::string json_path, trace_path, tune_path;
   std::optional<std::string> trace_ranks, trace_window;  // filters of --trace
   std::optional<int> links;  // --links: the busiest links listed under each row, after the tiers
@@ -138,11 +139,12 @@ void print_header(const SimFlags& f, const Topology& t, int ranks, int group,
       t.description, ranks, t.num_endpoints(), t.num_links(), f.coll,
       broadcast ? fmt::format(" (root {})", f.root) : "", redop_name(f.coll), f.chunks);
   const int g = group > 0 ? group : coll::default_group_size(ranks);
-  if (f.upper_groups.empty())
+  if (f.upper_groups.empty() && !f.rotate_levels)
     fmt::print("# group size {} (hier, rings), hier inner {}\n", g, coll::join_names(inners_of(f)));
   else
-    fmt::print("# group levels {} (hier; rings and auto: groups of {}), hier inner {}\n",
-               coll::group_levels_name(g, f.upper_groups), g, coll::join_names(inners_of(f)));
+    fmt::print("# group levels {}{} (hier; rings and auto: groups of {}), hier inner {}\n",
+               coll::group_levels_name(g, f.upper_groups), f.rotate_levels ? ", rotated" : "", g,
+               coll::join_names(inners_of(f)));
   for (const std::string& line : skipped) fmt::print("# {}\n", line);
   fmt::print("#\n#");
   fmt::print(kColumns, "size(B)", "count", "type", "redop", "algo", "time(us)", "algbw(GB/s)",
@@ -248,6 +250,7 @@ void write_json(const std::string& path, const SimFlags& f, const Topology& t, i
       {"chunks", coll::parse_chunk_list(f.chunks, "--chunks")},
       {"hier_group_size", group > 0 ? group : coll::default_group_size(ranks)},
       {"hier_upper_groups", f.upper_groups},  // levels above the groups (--group-size 4x4)
+      {"hier_rotate_levels", f.rotate_levels},
       {"hier_inner", coll::join_names(inners_of(f))},
       {"skipped", skipped}};  // candidates --inner all left out, and why
   const nlohmann::json record = {
@@ -266,10 +269,13 @@ coll::CollectiveShape shape_of(const SimFlags& f, CollectiveKind kind, int ranks
 // hier's upper levels (--group-size 4x4) are its own: rings and auto take
 // the first level's groups.
 coll::Selection choose(const coll::CollectiveShape& shape, const Candidate& c, int group,
-                       const std::vector<int>& upper) {
+                       const SimFlags& f) {
   const bool hier_group = coll::uses_groups(c.algo) || c.algo == Algorithm::kAuto;
   coll::AlgoConfig config{c.algo, c.chunks, hier_group ? group : 0, c.inner};
-  if (c.algo == Algorithm::kHierarchical) config.upper_groups = upper;
+  if (c.algo == Algorithm::kHierarchical) {
+    config.upper_groups = f.upper_groups;
+    config.rotate_levels = f.rotate_levels;
+  }
   return coll::select_algorithm(shape, kElem, config);
 }
 
@@ -294,7 +300,7 @@ std::vector<Candidate> runnable_candidates(const SimFlags& f, int ranks, int gro
         continue;
       }
     }
-    coll::make_schedule(shape, choose(shape, c, group, f.upper_groups).config, kElem);
+    coll::make_schedule(shape, choose(shape, c, group, f).config, kElem);
     out.push_back(c);
   }
   return out;
@@ -312,7 +318,7 @@ std::vector<Row> sweep(const SimFlags& f, const std::vector<Candidate>& candidat
       const coll::CollectiveShape shape = shape_of(f, kind, ranks, bytes);
       const std::uint64_t total = std::max(shape.input_count(), shape.output_count());
       Row row{total * kElem, total, c, {}, {}, {}};
-      row.chosen = choose(shape, c, group, f.upper_groups);
+      row.chosen = choose(shape, c, group, f);
       const auto sched = coll::make_schedule(shape, row.chosen.config, kElem);
       row.name = sched->name();
       const bool traced = trace != nullptr && last_size && &c == &candidates.back();
@@ -350,6 +356,12 @@ void write_tuning_table(const SimFlags& f, const Topology& topo, int ranks, int 
 // which keep one group size.
 void check_levels(const SimFlags& f, int ranks) {
   const std::string levels = coll::group_levels_name(f.group_size, f.upper_groups);
+  if (f.rotate_levels && f.coll != "allreduce")
+    throw InvalidArgument(
+        fmt::format("--rotate-levels: hier all-reduce's only, not --coll {}", f.coll));
+  if (f.rotate_levels && !f.tune_path.empty())
+    throw InvalidArgument("--tune: a tuning table does not keep --rotate-levels; tune without it");
+  if (f.upper_groups.empty()) return;
   if (f.coll != "allreduce")
     throw InvalidArgument(fmt::format(
         "--group-size: levels ({}) are hier all-reduce's only, not --coll {} (allowed: one "
@@ -393,7 +405,7 @@ void check_flags(const SimFlags& f, int ranks, std::uint64_t lo, std::uint64_t h
     throw InvalidArgument(fmt::format(
         "--group-size: {} does not divide the {} ranks (allowed: a divisor, or 0 for the default)",
         f.group_size, ranks));
-  if (!f.upper_groups.empty()) check_levels(f, ranks);
+  if (!f.upper_groups.empty() || f.rotate_levels) check_levels(f, ranks);
   const auto candidates = make_candidates(f);  // --algo, --chunks, --inner, before any output
   const bool only_auto = std::all_of(candidates.begin(), candidates.end(),
                                      [](const Candidate& c) { return c.algo == Algorithm::kAuto; });
@@ -510,6 +522,10 @@ void add_sim_command(CLI::App& app) {
       },
       "hier, rings: ranks per group (default: the topology's, e.g. gpus per node); hier "
       "all-reduce takes levels, 4x4: groups of 4 ranks, then of 4 groups (a 3-D torus' x, y, z)");
+  cmd->add_flag("--rotate-levels", flags->rotate_levels,
+                "hier all-reduce: a part of the vector per level (the top one too), part w "
+                "starting from level w, all at once: on a torus every dimension works in every "
+                "phase");
   cmd->add_option("--inner", flags->inner,
                   "hier: the algorithm between groups, ring (default), tree, hd, direct or biring "
                   "(also inside them) "

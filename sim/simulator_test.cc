@@ -387,6 +387,39 @@ TEST(Simulator, MultilevelHierOnA3DTorusRunsEachDimensionInTurn) {
   }
 }
 
+// Rotated (AlgoConfig::rotate_levels), a cube's D dimensions each carry a
+// part of S/D in every phase, all at once on links of their own: the one-way
+// time with S/D, sum over k of 2(d-1)(a + S/(D d^(k+1) B)). A 4x4 torus in
+// groups of a row (two levels, x-y and y-x) and a 3x3x3 one in levels 3x3.
+TEST(Simulator, RotatedLevelsOnATorusRunEveryDimensionAtOnce) {
+  struct Case {
+    const char* spec;
+    int d, dims;
+    std::vector<int> upper;
+  };
+  for (const Case& c : {Case{"torus2d:x=4,y=4,bw=10GBps,lat=500ns", 4, 2, {}},
+                        Case{"torus3d:x=3,y=3,z=3,bw=10GBps,lat=500ns", 3, 3, {3}}}) {
+    const Topology t = generate_topology(c.spec);
+    const int n = static_cast<int>(t.num_endpoints());
+    const std::uint64_t count = 1200 * n;  // S = 4 count bytes, splits evenly
+    const double a = 0.5, bw = 10e9, bytes = 4.0 * count;
+    for (Algorithm inner : {Algorithm::kRing, Algorithm::kBiRing}) {
+      const double ways = inner == Algorithm::kBiRing ? 2.0 : 1.0;
+      double want = 0, share = bytes / c.dims;
+      for (int k = 0; k < c.dims; ++k) {
+        want += 2.0 * (c.d - 1) * (a + share / (c.d * bw * ways) * 1e6);
+        share /= c.d;
+      }
+      coll::AlgoConfig config{Algorithm::kHierarchical, 1, c.d, inner};
+      config.upper_groups = c.upper;
+      config.rotate_levels = true;
+      const auto sched = coll::make_schedule({CollectiveKind::kAllReduce, n, count, 0}, config);
+      EXPECT_LT(rel_err(time_to_us(simulate(t, *sched).total), want), 1e-6)
+          << c.spec << " " << coll::algorithm_name(inner);
+    }
+  }
+}
+
 TEST(Simulator, RingAlongOneDimensionOfATorusIsTheRingClosedForm) {
   // A torus with one dimension above 1 is a ring of direct links: alpha = 1
   // link = 500ns, B = 10e9 B/s, whichever dimension it is.
