@@ -124,18 +124,13 @@ TEST(Resolve, RejectsBadValuesNamingTheFlag) {
   expect_invalid(with([](auto& f) { f.ranks = 4, f.group_size = "3"; }),
                  "--group-size: 3 does not divide --ranks 4 (allowed: 1, 2, 4");
   // Levels of groups (2x2): hier all-reduce's, their top groups dividing the
-  // ranks, not in tuning tables.
+  // ranks.
   expect_invalid(with([](auto& f) { f.ranks = 6, f.group_size = "2x2"; }),
                  "--group-size: the top groups of 2x2 (4 ranks each) do not divide --ranks 6");
   expect_invalid(with([](auto& f) { f.ranks = 8, f.group_size = "2x2", f.coll = "allgather"; }),
                  "--group-size: levels (2x2) are hier all-reduce's only, not --coll allgather");
-  expect_invalid(with([](auto& f) { f.ranks = 8, f.group_size = "2x2", f.tune_path = "t.json"; }),
-                 "--tune: a tuning table keeps one group size, not levels (2x2); tune with "
-                 "--group-size 2");
   expect_invalid(with([](auto& f) { f.coll = "reducescatter", f.rotate_levels = true; }),
                  "--rotate-levels: hier all-reduce's only, not --coll reducescatter");
-  expect_invalid(with([](auto& f) { f.rotate_levels = true, f.tune_path = "t.json"; }),
-                 "--tune: a tuning table does not keep --rotate-levels");
   expect_invalid(with([](auto& f) { f.group_size = "2x"; }),
                  "--group-size: '2x' is not a group size");
   expect_invalid(with([](auto& f) { f.group_size = "-1"; }),

@@ -60,25 +60,19 @@ Algorithm parse_one_algo(std::string_view name, CollectiveKind kind) {
                                 names_of(allowed), peer_names_for_help()));
 }
 
-// --group-size levels (2x2): hier all-reduce's, not in tuning tables (which
-// keep one group size), their top groups dividing the ranks.
+// --group-size levels (2x2) and --rotate-levels: hier all-reduce's, the
+// levels' top groups dividing the ranks.
 void check_levels(const BenchConfig& c) {
   const std::string levels = coll::group_levels_name(c.group_size, c.upper_groups);
   if (c.rotate_levels && c.coll != CollectiveKind::kAllReduce)
     invalid("--rotate-levels",
             fmt::format("hier all-reduce's only, not --coll {}", coll::collective_name(c.coll)));
-  if (c.rotate_levels && !c.tune_path.empty())
-    invalid("--tune", "a tuning table does not keep --rotate-levels; tune without it");
   if (c.upper_groups.empty()) return;
   if (c.coll != CollectiveKind::kAllReduce)
     invalid("--group-size",
             fmt::format("levels ({}) are hier all-reduce's only, not --coll {} (allowed: one "
                         "group size)",
                         levels, coll::collective_name(c.coll)));
-  if (!c.tune_path.empty())
-    invalid("--tune", fmt::format("a tuning table keeps one group size, not levels ({}); tune "
-                                  "with --group-size {}",
-                                  levels, c.group_size));
   int span = c.group_size;
   for (const int level : c.upper_groups) span *= level;
   if (c.ranks % span != 0)
@@ -134,7 +128,7 @@ std::string hier_row_skip_reason(const BenchConfig& c, const coll::AlgoConfig& a
 
 coll::AlgoConfig BenchConfig::algo_config(Algorithm algo, int chunk_count, Algorithm inner) const {
   coll::AlgoConfig config{algo, chunk_count, group_size, inner};
-  if (algo == Algorithm::kHierarchical) {
+  if (algo == Algorithm::kHierarchical || algo == Algorithm::kAuto) {  // auto: where it picks hier
     config.upper_groups = upper_groups;
     config.rotate_levels = rotate_levels;
   }

@@ -59,7 +59,7 @@ void print_table_head(std::ostream& out, const BenchConfig& c) {
     out << ", timing span (a call: from the last rank's start to the last rank's end)";
   if (c.coll == CollectiveKind::kBroadcast) out << fmt::format(", root {}", c.root);
   if (uses_hier(c) && (!c.upper_groups.empty() || c.rotate_levels))
-    out << fmt::format(", group levels {}{} (hier; rings and auto: groups of {}), hier inner {}",
+    out << fmt::format(", group levels {}{} (hier; rings: groups of {}), hier inner {}",
                        coll::group_levels_name(c.group_size, c.upper_groups),
                        c.rotate_levels ? ", rotated" : "", c.group_size,
                        coll::join_names(c.inners));
@@ -337,6 +337,8 @@ void write_tuning_table(std::ostream& out, const BenchConfig& c,
   table.collective = c.coll;
   table.ranks = c.ranks;
   table.group_size = coll::group_size_or_default(c.ranks, c.group_size);
+  table.upper_groups = c.upper_groups;
+  table.rotate_levels = c.rotate_levels;
   std::ofstream file(c.tune_path);
   file << coll::tuning_table_json(table);
   file.close();

@@ -42,7 +42,8 @@ class GeneratedSchedule final : public Schedule {
 // with the group size dividing the ranks.
 void validate_levels(const CollectiveShape& s, const AlgoConfig& c) {
   const std::string levels = group_levels_name(c.group_size, c.upper_groups);
-  if (c.algo != Algorithm::kHierarchical || s.kind != CollectiveKind::kAllReduce)
+  const bool auto_chooses = c.algo == Algorithm::kAuto;  // levels go with its hier (selector)
+  if (!auto_chooses && (c.algo != Algorithm::kHierarchical || s.kind != CollectiveKind::kAllReduce))
     throw InvalidArgument(
         c.rotate_levels
             ? fmt::format("rotate-levels: hier all-reduce's only, not {} {}",
@@ -427,6 +428,12 @@ bool has_groups(const CollectiveShape& shape, const AlgoConfig& config) {
   return g > 1 && g < n && n % g == 0;
 }
 
+int top_groups(int ranks, const AlgoConfig& config) {
+  int span = config.group_size;
+  for (const int level : config.upper_groups) span *= level;
+  return span > 0 ? ranks / span : 1;
+}
+
 bool grouped_rule_pipelines_hd(int groups) {
   return groups >= kGroupedHdInnerFrom && hd_pipelines_between(groups);
 }
@@ -493,6 +500,12 @@ AlgoConfig choose_config(const CollectiveShape& shape, std::size_t elem_bytes, A
   // (64 nodes of 8 GPUs, 64 MiB: 459 us against 664); where hd cannot
   // pipeline (groups not a power of two) the ring takes over once a group's
   // share reaches 512 KiB (README, "Choosing").
+  // In levels (upper_groups, rotate_levels) hier runs phased: the inner
+  // algorithm goes across the top groups, unchunked.
+  if (!config.upper_groups.empty() || config.rotate_levels) {
+    config.inner = inner_between_groups(top_groups(shape.ranks, config), bytes);
+    return config;
+  }
   const int groups = shape.ranks / config.group_size;
   config.inner = inner_between_groups(groups, bytes);
   if (config.chunks == 1 && hier_all_reduce_pipelines(config.inner, groups))

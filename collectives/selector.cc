@@ -34,6 +34,37 @@ T field_as(const json& obj, const char* key, const std::string& field, const std
   return json_field<T>(obj, key, fmt::format("tuning table '{}'", source), field);
 }
 
+// "upper_groups" and "rotate_levels" (both optional): hier all-reduce's
+// levels when the table was tuned (AlgoConfig's), checked as make_schedule
+// would.
+void parse_table_levels(const json& doc, TuningTable& t) {
+  const std::string& source = t.source;
+  if (const auto u = doc.find("upper_groups"); u != doc.end()) {
+    if (!u->is_array()) bad_field(source, "upper_groups", "expected an array of integers");
+    std::int64_t span = t.group_size;
+    for (std::size_t i = 0; i < u->size(); ++i) {
+      const json& level = (*u)[i];
+      if (!level.is_number_integer() || level.get<std::int64_t>() < 2 ||
+          level.get<std::int64_t>() > t.ranks)
+        bad_field(source, fmt::format("upper_groups[{}]", i),
+                  fmt::format("{} is not a level (allowed: an integer from 2 to the ranks)",
+                              level.dump()));
+      t.upper_groups.push_back(level.get<int>());
+      span *= t.upper_groups.back();
+      if (t.group_size < 2 || span > t.ranks || t.ranks % span != 0)
+        bad_field(source, "upper_groups",
+                  fmt::format("the top groups of {} do not divide the {} ranks",
+                              group_levels_name(t.group_size, t.upper_groups), t.ranks));
+    }
+  }
+  if (doc.contains("rotate_levels"))
+    t.rotate_levels = field_as<bool>(doc, "rotate_levels", "rotate_levels", source);
+  if ((!t.upper_groups.empty() || t.rotate_levels) && t.collective != CollectiveKind::kAllReduce)
+    bad_field(
+        source, t.upper_groups.empty() ? "rotate_levels" : "upper_groups",
+        fmt::format("levels are hier all-reduce's only, not {}", collective_name(t.collective)));
+}
+
 // A band's "inner": hier's algorithm between groups (all-reduce: any inner
 // algorithm; reduce-scatter and all-gather: ring or hd).
 Algorithm parse_band_inner(const json& b, Algorithm algo, CollectiveKind kind,
@@ -104,6 +135,16 @@ std::string grouped_hier_rule(const CollectiveShape& shape, const AlgoConfig& re
     return fmt::format("hier{} in {}",
                        hd_pipelines ? fmt::format(" with hd between its {} groups", groups) : "",
                        chunks(" of the whole buffer", "a rank's block splits into pieces of"));
+  if (!requested.upper_groups.empty() || requested.rotate_levels) {
+    const int top = top_groups(shape.ranks, requested);
+    if (top < kGroupedHdInnerFrom || grouped_rule_pipelines_hd(top))
+      return fmt::format("hier with {} across its {} top groups, unchunked (levels run phased)",
+                         top < kGroupedHdInnerFrom ? "the ring" : "hd", top);
+    return fmt::format(
+        "hier with hd across its {} top groups while a group's share is below {}, past it the "
+        "ring, unchunked (levels run phased)",
+        top, bytes_label(kGroupedRingShareFrom));
+  }
   const std::string in = chunks("", "they stay");
   if (groups < kGroupedHdInnerFrom)
     return fmt::format("hier with the ring between its {} groups in {}", groups, in);
@@ -116,13 +157,20 @@ std::string grouped_hier_rule(const CollectiveShape& shape, const AlgoConfig& re
       groups, bytes_label(kGroupedRingShareFrom), in);
 }
 
+// "groups of 4", "levels 4x4", "levels 4x4, rotated".
+std::string groups_phrase(const AlgoConfig& c) {
+  if (c.upper_groups.empty() && !c.rotate_levels) return fmt::format("groups of {}", c.group_size);
+  return fmt::format("levels {}{}", group_levels_name(c.group_size, c.upper_groups),
+                     c.rotate_levels ? ", rotated" : "");
+}
+
 std::string builtin_rule(const CollectiveShape& shape, const AlgoConfig& requested) {
   if (shape.kind == CollectiveKind::kBroadcast)
     return "built-in size rule: tree up to 64 KiB or below 8 ranks, else hd";
   const bool grouped = has_groups(shape, requested);
   std::string whose, past = "ring";
   if (grouped) {
-    whose = fmt::format(" for ranks in groups of {}", requested.group_size);
+    whose = fmt::format(" for ranks in {}", groups_phrase(requested));
     past = grouped_hier_rule(shape, requested);
   }
   return fmt::format(
@@ -169,8 +217,15 @@ std::string forced_refusal(const AlgoConfig& forced, const CollectiveShape& shap
   return fmt::format("CCLAB_ALGO={} does not run here: {}", candidate_label(forced), why);
 }
 
-Resolved resolve(const CollectiveShape& shape, std::size_t elem_bytes, const AlgoConfig& requested,
-                 const SelectorSettings& settings) {
+// A table's hier levels apply where the caller asks for none, in the table's
+// groups (or none).
+bool takes_table_levels(const AlgoConfig& requested, const TuningTable& t) {
+  return requested.upper_groups.empty() && !requested.rotate_levels &&
+         (requested.group_size == 0 || requested.group_size == t.group_size);
+}
+
+Resolved resolve_choice(const CollectiveShape& shape, std::size_t elem_bytes,
+                        const AlgoConfig& requested, const SelectorSettings& settings) {
   Resolved r{requested};
   if (requested.algo != Algorithm::kAuto) return r;
   if (settings.forced && forced_refusal(*settings.forced, shape, requested).empty()) {
@@ -190,10 +245,26 @@ Resolved resolve(const CollectiveShape& shape, std::size_t elem_bytes, const Alg
     r.config.chunks = r.band->chunks;
     if (r.band->algo == Algorithm::kHierarchical) r.config.inner = r.band->inner;
     if (uses_groups(r.band->algo) && requested.group_size == 0) r.config.group_size = t->group_size;
+    if (takes_table_levels(requested, *t)) {
+      r.config.upper_groups = t->upper_groups;
+      r.config.rotate_levels = t->rotate_levels;
+    }
     return r;
   }
   r.by = Resolved::By::kBuiltIn;
   r.config = choose_config(shape, elem_bytes, requested);
+  return r;
+}
+
+// The choice, with levels (AlgoConfig::upper_groups, rotate_levels) kept
+// only where it is hier all-reduce: an auto call may ask for them, for hier.
+Resolved resolve(const CollectiveShape& shape, std::size_t elem_bytes, const AlgoConfig& requested,
+                 const SelectorSettings& settings) {
+  Resolved r = resolve_choice(shape, elem_bytes, requested, settings);
+  if (r.config.algo != Algorithm::kHierarchical || shape.kind != CollectiveKind::kAllReduce) {
+    r.config.upper_groups.clear();
+    r.config.rotate_levels = false;
+  }
   return r;
 }
 
@@ -361,6 +432,7 @@ TuningTable parse_tuning_table(const std::string& json_text, const std::string& 
     bad_field(source, "group_size",
               fmt::format("{} does not divide the {} ranks (allowed: a divisor, or 0)",
                           t.group_size, t.ranks));
+  parse_table_levels(doc, t);
   const auto bands = doc.find("bands");
   if (bands == doc.end() || !bands->is_array() || bands->empty())
     bad_field(source, "bands", "expected a non-empty array");
@@ -399,12 +471,14 @@ std::string tuning_table_json(const TuningTable& t) {
     if (b.algo == Algorithm::kHierarchical) band["inner"] = algorithm_name(b.inner);
     bands.push_back(std::move(band));
   }
-  const json doc = {{"tool", t.tool},
-                    {"collective", collective_name(t.collective)},
-                    {"topology", t.topology},
-                    {"ranks", t.ranks},
-                    {"group_size", t.group_size},
-                    {"bands", std::move(bands)}};
+  json doc = {{"tool", t.tool},
+              {"collective", collective_name(t.collective)},
+              {"topology", t.topology},
+              {"ranks", t.ranks},
+              {"group_size", t.group_size},
+              {"bands", std::move(bands)}};
+  if (!t.upper_groups.empty()) doc["upper_groups"] = t.upper_groups;
+  if (t.rotate_levels) doc["rotate_levels"] = true;
   return doc.dump(2) + "\n";
 }
 
@@ -447,8 +521,13 @@ std::string describe_bands(const TuningTable& table, const std::string& prefix) 
                         100 * (p[1].time_us / p[0].time_us - 1));
     else if (!p.empty())
       at += "no other algorithm";
-    out += fmt::format("{}from {:>11} B: {:<10} ({})\n", prefix, band.min_bytes,
-                       candidate_label(band.algo, band.chunks, band.inner), at);
+    std::string label = candidate_label(band.algo, band.chunks, band.inner);
+    if (band.algo == Algorithm::kHierarchical &&
+        (!table.upper_groups.empty() || table.rotate_levels))
+      label +=
+          fmt::format(" in levels {}{}", group_levels_name(table.group_size, table.upper_groups),
+                      table.rotate_levels ? ", rotated" : "");
+    out += fmt::format("{}from {:>11} B: {:<10} ({})\n", prefix, band.min_bytes, label, at);
   }
   return out;
 }
@@ -474,9 +553,11 @@ Selection select_algorithm(const CollectiveShape& shape, std::size_t elem_bytes,
       const std::string kind = t.collective == CollectiveKind::kAllReduce
                                    ? ""
                                    : fmt::format("{}, ", collective_name(t.collective));
+      const bool levels = !r.config.upper_groups.empty() || r.config.rotate_levels;
       s.reason =
-          fmt::format("tuning table '{}' ({}{} ranks, {}), band from {}; {}", t.source, kind,
-                      t.ranks, t.topology, bytes_label(r.band->min_bytes), explain_band(*r.band));
+          fmt::format("tuning table '{}' ({}{} ranks, {}{}), band from {}; {}", t.source, kind,
+                      t.ranks, t.topology, levels ? ", hier in " + groups_phrase(r.config) : "",
+                      bytes_label(r.band->min_bytes), explain_band(*r.band));
       break;
     }
     case Resolved::By::kBuiltIn:

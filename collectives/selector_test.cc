@@ -448,6 +448,53 @@ TEST(Selector, TableChoosesByBandAndExplains) {
             Algorithm::kHierarchical);
 }
 
+// A table tuned in levels (hier all-reduce's upper_groups, rotate_levels)
+// keeps them through JSON, and hands them to the hier bands it chooses, not
+// to the others, nor to a call in groups of its own; bad levels are named.
+TEST(Selector, TableLevelsApplyToItsHierBands) {
+  TuningTable t = example_table();  // 8 ranks in groups of 4: direct, then hier from 1 MiB
+  t.group_size = 2;
+  t.upper_groups = {2};
+  t.rotate_levels = true;
+  const TuningTable back = parse_tuning_table(tuning_table_json(t), "levels.json");
+  EXPECT_EQ(back.upper_groups, std::vector<int>{2});
+  EXPECT_TRUE(back.rotate_levels);
+  EXPECT_TRUE(parse_tuning_table(tuning_table_json(example_table()), "x").upper_groups.empty());
+  SelectorSettings s;
+  s.tables = {back};
+  const Selection big = select_algorithm(kAllReduce8, 4, {}, s);
+  EXPECT_EQ(big.config.algo, Algorithm::kHierarchical);
+  EXPECT_EQ(big.config.upper_groups, std::vector<int>{2});
+  EXPECT_TRUE(big.config.rotate_levels);
+  EXPECT_NE(big.reason.find("(8 ranks, switch:n=8, hier in levels 2x2, rotated), band from 1 MiB"),
+            std::string::npos)
+      << big.reason;
+  EXPECT_EQ(make_schedule(kAllReduce8, big.config)->name(), "hier(g=2x2,rotated,inner=ring)");
+  const Selection small = select_algorithm({CollectiveKind::kAllReduce, 8, 256, 0}, 4, {}, s);
+  EXPECT_EQ(small.config.algo, Algorithm::kDirect);
+  EXPECT_TRUE(small.config.upper_groups.empty());
+  EXPECT_FALSE(small.config.rotate_levels);
+  AlgoConfig hosts;  // groups of 4 from the hosts: not the table's, so neither are its levels
+  hosts.group_size = 4;
+  EXPECT_TRUE(select_algorithm(kAllReduce8, 4, hosts, s).config.upper_groups.empty());
+  const std::string good = tuning_table_json(t);
+  const auto err = [&](const std::string& from, const std::string& to) {
+    std::string text = good;
+    const auto at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return error_of([&] { parse_tuning_table(text.replace(at, from.size(), to), "t.json"); });
+  };
+  EXPECT_EQ(err("\"upper_groups\": [\n    2\n  ]", "\"upper_groups\": [3]"),
+            "tuning table 't.json': upper_groups: the top groups of 2x3 do not divide the 8 ranks");
+  EXPECT_EQ(err("\"upper_groups\": [\n    2\n  ]", "\"upper_groups\": [1]"),
+            "tuning table 't.json': upper_groups[0]: 1 is not a level (allowed: an integer from 2 "
+            "to the ranks)");
+  EXPECT_EQ(err("\"upper_groups\": [\n    2\n  ]", "\"upper_groups\": 2"),
+            "tuning table 't.json': upper_groups: expected an array of integers");
+  EXPECT_EQ(err("\"rotate_levels\": true", "\"rotate_levels\": 1"),
+            "tuning table 't.json': rotate_levels: expected true or false, got 1");
+}
+
 TEST(Selector, EachRankCountHasItsTable) {
   SelectorSettings s;
   TuningTable four = tuning_table_from_times({{1024, Algorithm::kTree, 2, 1}});
@@ -629,6 +676,41 @@ TEST(Selector, BuiltInRuleUsesTheGroupsItIsGiven) {
   }
   EXPECT_EQ(chosen(CollectiveKind::kBroadcast, 32, 1 << 20, 8).config.algo,
             Algorithm::kHalvingDoubling);
+}
+
+// Asked for in levels, the built-in rule's hier keeps them: phased, the
+// inner rule across the top groups, unchunked, and said so; where it
+// chooses another algorithm the levels go.
+TEST(Selector, BuiltInRuleRunsHierInTheLevelsItIsGiven) {
+  AlgoConfig levels;
+  levels.group_size = 4;
+  levels.upper_groups = {4};
+  levels.rotate_levels = true;
+  const SelectorSettings none;
+  const CollectiveShape big{CollectiveKind::kAllReduce, 64, 16u << 20, 0};
+  const Selection s = select_algorithm(big, 4, levels, none);
+  EXPECT_EQ(s.config.algo, Algorithm::kHierarchical);
+  EXPECT_EQ(s.config.inner, Algorithm::kHalvingDoubling);  // 4 top groups, a power of two
+  EXPECT_EQ(s.config.chunks, 1);
+  EXPECT_EQ(s.config.upper_groups, std::vector<int>{4});
+  EXPECT_TRUE(s.config.rotate_levels);
+  EXPECT_NE(s.reason.find("built-in size rule for ranks in levels 4x4, rotated: "),
+            std::string::npos)
+      << s.reason;
+  EXPECT_NE(s.reason.find("else hier with hd across its 4 top groups, unchunked (levels run "
+                          "phased)"),
+            std::string::npos)
+      << s.reason;
+  EXPECT_EQ(make_schedule(big, s.config)->name(), "hier(g=4x4,rotated,inner=hd)");
+  // 3 top groups of 16 (48 ranks): the ring across them.
+  EXPECT_EQ(select_algorithm({CollectiveKind::kAllReduce, 48, 16u << 20, 0}, 4, levels, none)
+                .config.inner,
+            Algorithm::kRing);
+  const Selection small =
+      select_algorithm({CollectiveKind::kAllReduce, 64, 256, 0}, 4, levels, none);
+  EXPECT_EQ(small.config.algo, Algorithm::kHalvingDoubling);
+  EXPECT_TRUE(small.config.upper_groups.empty());
+  EXPECT_FALSE(small.config.rotate_levels);
 }
 
 TEST(Selector, MakeScheduleRunsTheSelection) {

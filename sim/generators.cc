@@ -224,8 +224,15 @@ Topology make_torus(SpecArgs& a, int dims) {
       }
   // A row: its x endpoints are consecutive ranks joined by a ring of direct
   // links, so hier's groups run their rings there and the inner all-reduce
-  // along the other dimensions (the 2-D torus all-reduce).
+  // along the other dimensions (the 2-D torus all-reduce). Where every
+  // dimension has two or more, hier all-reduce takes them as levels (a
+  // plane of a 3-D torus above its rows) and rotates them: each dimension's
+  // links work in every phase (4x4x4, 64 MiB: 0.90 ms against 3.34 in rows).
   t.group_size_hint = static_cast<int>(x);
+  if (x > 1 && y > 1 && (dims == 2 || z > 1)) {
+    if (dims == 3) t.upper_groups_hint = {static_cast<int>(y)};
+    t.rotate_levels_hint = true;
+  }
   return t;
 }
 

@@ -142,7 +142,7 @@ void print_header(const SimFlags& f, const Topology& t, int ranks, int group,
   if (f.upper_groups.empty() && !f.rotate_levels)
     fmt::print("# group size {} (hier, rings), hier inner {}\n", g, coll::join_names(inners_of(f)));
   else
-    fmt::print("# group levels {}{} (hier; rings and auto: groups of {}), hier inner {}\n",
+    fmt::print("# group levels {}{} (hier; rings: groups of {}), hier inner {}\n",
                coll::group_levels_name(g, f.upper_groups), f.rotate_levels ? ", rotated" : "", g,
                coll::join_names(inners_of(f)));
   for (const std::string& line : skipped) fmt::print("# {}\n", line);
@@ -266,13 +266,14 @@ coll::CollectiveShape shape_of(const SimFlags& f, CollectiveKind kind, int ranks
   return {kind, ranks, coll::count_of_total(kind, ranks, bytes / kElem), f.root};
 }
 
-// hier's upper levels (--group-size 4x4) are its own: rings and auto take
-// the first level's groups.
+// hier's upper levels (--group-size 4x4, --rotate-levels) are its own:
+// rings takes the first level's groups, and auto the levels where it
+// chooses hier all-reduce.
 coll::Selection choose(const coll::CollectiveShape& shape, const Candidate& c, int group,
                        const SimFlags& f) {
   const bool hier_group = coll::uses_groups(c.algo) || c.algo == Algorithm::kAuto;
   coll::AlgoConfig config{c.algo, c.chunks, hier_group ? group : 0, c.inner};
-  if (c.algo == Algorithm::kHierarchical) {
+  if (c.algo == Algorithm::kHierarchical || c.algo == Algorithm::kAuto) {
     config.upper_groups = f.upper_groups;
     config.rotate_levels = f.rotate_levels;
   }
@@ -345,6 +346,8 @@ void write_tuning_table(const SimFlags& f, const Topology& topo, int ranks, int 
   table.topology = topo.description;
   table.ranks = ranks;
   table.group_size = group > 0 ? group : coll::default_group_size(ranks);
+  table.upper_groups = f.upper_groups;
+  table.rotate_levels = f.rotate_levels;
   std::ofstream out(f.tune_path);
   out << coll::tuning_table_json(table);
   if (!out) throw IoError(fmt::format("--tune: cannot write '{}'", f.tune_path));
@@ -352,25 +355,18 @@ void write_tuning_table(const SimFlags& f, const Topology& topo, int ranks, int 
              f.coll, ranks, f.tune_path, f.tune_path, coll::describe_bands(table, "#   "));
 }
 
-// --group-size with levels (4x4): hier all-reduce's; not in tuning tables,
-// which keep one group size.
+// --group-size with levels (4x4) and --rotate-levels: hier all-reduce's.
 void check_levels(const SimFlags& f, int ranks) {
   const std::string levels = coll::group_levels_name(f.group_size, f.upper_groups);
   if (f.rotate_levels && f.coll != "allreduce")
     throw InvalidArgument(
         fmt::format("--rotate-levels: hier all-reduce's only, not --coll {}", f.coll));
-  if (f.rotate_levels && !f.tune_path.empty())
-    throw InvalidArgument("--tune: a tuning table does not keep --rotate-levels; tune without it");
   if (f.upper_groups.empty()) return;
   if (f.coll != "allreduce")
     throw InvalidArgument(fmt::format(
         "--group-size: levels ({}) are hier all-reduce's only, not --coll {} (allowed: one "
         "group size)",
         levels, f.coll));
-  if (!f.tune_path.empty())
-    throw InvalidArgument(fmt::format(
-        "--tune: a tuning table keeps one group size, not levels ({}); tune with --group-size {}",
-        levels, f.group_size));
   int span = f.group_size;
   for (const int level : f.upper_groups) span *= level;
   if (ranks % span != 0)
@@ -458,15 +454,30 @@ struct TraceFile {
   bool finished = false;
 };
 
-void run_sim(const SimFlags& f) {
-  const Topology topo = make_topology(f.topology);
-  const int ranks = f.ranks > 0 ? f.ranks : static_cast<int>(topo.num_endpoints());
+// The topology's levels for hier all-reduce (a torus's dimensions, rotated)
+// where no --group-size or --rotate-levels is given and they divide the ranks.
+SimFlags with_topology_levels(const SimFlags& f, const Topology& t, int ranks) {
+  SimFlags out = f;
+  if (f.group_size != 0 || f.rotate_levels || f.coll != "allreduce") return out;
+  if (!t.rotate_levels_hint && t.upper_groups_hint.empty()) return out;
+  int span = t.group_size_hint;
+  for (const int level : t.upper_groups_hint) span *= level;
+  if (span < 1 || ranks % span != 0) return out;
+  out.upper_groups = t.upper_groups_hint;
+  out.rotate_levels = t.rotate_levels_hint;
+  return out;
+}
+
+void run_sim(const SimFlags& given) {
+  const Topology topo = make_topology(given.topology);
+  const int ranks = given.ranks > 0 ? given.ranks : static_cast<int>(topo.num_endpoints());
   if (static_cast<std::size_t>(ranks) > topo.num_endpoints())
     throw InvalidArgument(fmt::format("--ranks: {} ranks but topology '{}' has {} endpoints", ranks,
                                       topo.description, topo.num_endpoints()));
-  const std::uint64_t lo = parse_size(f.min_bytes, "-b/--minbytes");
-  const std::uint64_t hi = parse_size(f.max_bytes, "-e/--maxbytes");
-  check_flags(f, ranks, lo, hi);
+  const std::uint64_t lo = parse_size(given.min_bytes, "-b/--minbytes");
+  const std::uint64_t hi = parse_size(given.max_bytes, "-e/--maxbytes");
+  check_flags(given, ranks, lo, hi);
+  const SimFlags f = with_topology_levels(given, topo, ranks);
   TraceFilter filter = trace_filter(f, ranks);
   const int group = group_size_for(f, topo, ranks);
   std::vector<std::string> skipped;

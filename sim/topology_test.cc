@@ -100,6 +100,26 @@ TEST(Generators, TierNames) {
                                                                                {"net->nic", 8}}));
 }
 
+// A torus with two or more in every dimension offers hier all-reduce its
+// dimensions as rotated levels (rows, then planes); other shapes offer none.
+TEST(Generators, TorusLevelHints) {
+  const Topology flat = generate_topology("torus2d:x=4,y=3");
+  EXPECT_EQ(flat.group_size_hint, 4);
+  EXPECT_TRUE(flat.upper_groups_hint.empty());
+  EXPECT_TRUE(flat.rotate_levels_hint);
+  const Topology cube = generate_topology("torus3d:x=4,y=3,z=2");
+  EXPECT_EQ(cube.group_size_hint, 4);
+  EXPECT_EQ(cube.upper_groups_hint, std::vector<int>{3});
+  EXPECT_TRUE(cube.rotate_levels_hint);
+  for (const char* none :
+       {"torus2d:x=8,y=1", "torus3d:x=4,y=4,z=1", "torus3d:x=1,y=4,z=4", "ring:n=8", "switch:n=8",
+        "nodes:nodes=2,gpus=4", "fat-tree:hosts=8,leaves=2,spines=1"}) {
+    const Topology t = generate_topology(none);
+    EXPECT_TRUE(t.upper_groups_hint.empty()) << none;
+    EXPECT_FALSE(t.rotate_levels_hint) << none;
+  }
+}
+
 TEST(Generators, Errors) {
   expect_invalid([] { generate_topology("mesh:n=4"); }, "unknown generator 'mesh'");
   expect_invalid([] { generate_topology("switch:bw=1Gbps"); }, "topology switch: n: missing field");

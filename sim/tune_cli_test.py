@@ -109,6 +109,23 @@ class Tune(unittest.TestCase):
         for b in bands:
             self.assertEqual("inner" in b, b["algo"] == "hier", b)
 
+    def test_auto_follows_a_sweep_in_rotated_levels(self):
+        # A 4x4x2 torus in levels 4x4 (x, y, then z across), rotated: the table
+        # keeps the levels, and auto runs them where it chooses hier (the
+        # same schedule: the same prediction as the swept row).
+        extra = ["--group-size", "4x4", "--rotate-levels", "--inner", "ring,biring"]
+        chosen = self.check_auto_follows_the_sweep("torus3d:x=4,y=4,z=2,bw=50GBps", extra)
+        self.assertTrue(any(c.startswith("hier/biring") for c in chosen), chosen)
+        with open(f"{self.tmp}/table.json") as f:
+            doc = json.load(f)
+        self.assertEqual((doc["group_size"], doc["upper_groups"], doc["rotate_levels"]),
+                         (4, [4], True))
+        with open(f"{self.tmp}/auto.json") as f:
+            for r in json.load(f)["rows"]:
+                hier = r["chosen"].startswith("hier")
+                self.assertEqual(", hier in levels 4x4, rotated)" in r["reason"], hier, r)
+                self.assertEqual("g=4x4,rotated" in r["schedule"], hier, r)
+
     def test_bench_auto_runs_the_inner_algorithm_of_a_simulated_table(self):
         # 4 ranks in groups of 2: between groups direct (one step) beats the
         # ring (two) at small sizes, so the table says hier/direct there.

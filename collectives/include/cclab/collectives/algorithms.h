@@ -151,14 +151,19 @@ Algorithm choose_algorithm(const CollectiveShape& shape, std::size_t elem_bytes)
 // hier_pipeline_chunks(bytes, bytes, kHierHdMinChunkBytes); reduce-scatter's
 // and all-gather's hier in hier_pipeline_chunks(ranks x bytes, bytes), by
 // their whole buffer and a rank's block, with hd between the groups where
-// grouped_rule_pipelines_hd(). Chunks above 1 are the caller's and kept. Without such
-// groups, and for broadcast, choose_algorithm(). Returns `config` with algo
+// grouped_rule_pipelines_hd(). Chunks above 1 are the caller's and kept. In
+// levels (upper_groups, rotate_levels) all-reduce's hier runs phased: the
+// same inner rule across top_groups(), unchunked. Without such groups, and
+// for broadcast, choose_algorithm(). Returns `config` with algo
 // (and inner, chunks) set.
 inline constexpr std::uint64_t kGroupedDirectTrafficLimit = 64u << 10;
 inline constexpr std::uint64_t kGroupedHdBlockLimit = 1u << 10;
 inline constexpr int kGroupedHdInnerFrom = 4;
 inline constexpr std::uint64_t kGroupedRingShareFrom = 512u << 10;
 bool has_groups(const CollectiveShape& shape, const AlgoConfig& config);
+// The groups of config's top level: ranks over the group size times its
+// upper_groups (1 where they span every rank).
+int top_groups(int ranks, const AlgoConfig& config);
 // Whether the grouped rule runs hier with hd between `groups` groups as a
 // pipeline, in every collective it runs hier for: kGroupedHdInnerFrom or more
 // groups where hd_pipelines_between().

@@ -95,6 +95,12 @@ class Topology {
   // natural domain of consecutive ranks (the GPUs of a node, the hosts of a
   // leaf switch, a torus's row); 0 when the topology has none.
   int group_size_hint = 0;
+  // hier all-reduce's levels above those groups and whether to rotate them
+  // (AlgoConfig::upper_groups, rotate_levels), where the topology has them:
+  // a torus's dimensions, each its own links of one kind (torus2d: rows,
+  // rotated; torus3d: rows, then planes, rotated).
+  std::vector<int> upper_groups_hint;
+  bool rotate_levels_hint = false;
   Corrections corrections;  // none by default
   // Messages of up to this many bytes go eagerly: the transfer starts when the
   // send is issued, without waiting for its receive, and the send is done at
