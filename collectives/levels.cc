@@ -16,7 +16,9 @@
 // Where the levels are different links of one kind (a torus) this divides
 // the bandwidth term by D; where a level is the slow link (NICs under
 // NVLink), a part that starts there puts S/D on it instead of S/(gD): keep
-// the one-way order.
+// the one-way order. Simulated, 64 MiB, hier/biring: 4x4x4 torus 458 us
+// rotated, 1339 one way, 1702 in two levels (rows); 4 nodes of 8 GPUs, hier:
+// 1180 us rotated against 551.
 #include <algorithm>
 #include <vector>
 
