@@ -2,6 +2,7 @@
 //
 //   {
 //     "group_size": 8,                                  // optional hint
+//     "upper_groups": [4], "rotate_levels": true,      // optional: hier all-reduce's levels
 //     "nodes": [ {"name": "gpu0", "kind": "endpoint", "transit": false,
 //                 "reduce": "200GBps"},                 // transit, reduce optional
 //                {"name": "sw0", "kind": "switch"}, ... ],  // kinds: endpoint, switch, nic
@@ -24,6 +25,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -158,6 +160,40 @@ std::uint64_t eager_field(const json& v, const std::string& path) {
   return v.get<std::uint64_t>();
 }
 
+constexpr long kMaxLevel = 1 << 20;
+
+// "upper_groups" and "rotate_levels" (optional): hier all-reduce's levels
+// above "group_size" (Topology::upper_groups_hint, rotate_levels_hint).
+void parse_levels(const json& root, const std::string& what, Topology& t) {
+  if (root.contains("upper_groups")) {
+    const json& u = root.at("upper_groups");
+    if (!u.is_array())
+      throw InvalidArgument(
+          fmt::format("{}.upper_groups: expected an array of integers (got {})", what, u.dump()));
+    for (std::size_t i = 0; i < u.size(); ++i) {
+      if (!u[i].is_number_integer() || u[i].get<long>() < 2 || u[i].get<long>() > kMaxLevel)
+        throw InvalidArgument(
+            fmt::format("{}.upper_groups[{}]: expected an integer from 2 to {} (got {})", what, i,
+                        kMaxLevel, u[i].dump()));
+      t.upper_groups_hint.push_back(u[i].get<int>());
+    }
+    if (!t.upper_groups_hint.empty() && t.group_size_hint < 2)
+      throw InvalidArgument(fmt::format(
+          "{}.upper_groups: levels above groups need a group_size of at least 2 (got {})", what,
+          t.group_size_hint));
+  }
+  if (root.contains("rotate_levels")) {
+    const json& r = root.at("rotate_levels");
+    if (!r.is_boolean())
+      throw InvalidArgument(
+          fmt::format("{}.rotate_levels: expected true or false (got {})", what, r.dump()));
+    t.rotate_levels_hint = r.get<bool>();
+    if (t.rotate_levels_hint && t.group_size_hint < 1)
+      throw InvalidArgument(
+          fmt::format("{}.rotate_levels: rotates the levels of a group_size; give one", what));
+  }
+}
+
 }  // namespace
 
 Topology parse_topology_json(std::string_view text, std::string_view what_view) {
@@ -179,6 +215,7 @@ Topology parse_topology_json(std::string_view text, std::string_view what_view) 
       throw InvalidArgument(fmt::format("{}.group_size: expected an integer >= 0", what));
     t.group_size_hint = g.get<int>();
   }
+  parse_levels(root, what, t);
   if (root.contains("latency_factor"))
     t.corrections.latency = factor_field(root, "latency_factor", what);
   if (root.contains("bandwidth_factor"))

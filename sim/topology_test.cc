@@ -149,6 +149,29 @@ TEST(Json, ParsesAndNamesFields) {
   EXPECT_EQ(t.num_endpoints(), 2u);
   EXPECT_EQ(t.num_links(), 4u);
   EXPECT_EQ(t.group_size_hint, 2);
+  EXPECT_TRUE(t.upper_groups_hint.empty());
+  EXPECT_FALSE(t.rotate_levels_hint);
+  // hier all-reduce's levels above the groups, named where they are wrong.
+  const auto with = [&](const std::string& levels) {
+    std::string text = good;
+    return parse_topology_json(text.insert(text.rfind('}'), levels), "t.json");
+  };
+  const Topology levels = with(R"(, "upper_groups": [3, 2], "rotate_levels": true)");
+  EXPECT_EQ(levels.upper_groups_hint, (std::vector<int>{3, 2}));
+  EXPECT_TRUE(levels.rotate_levels_hint);
+  expect_invalid([&] { with(R"(, "upper_groups": [1])"); },
+                 "t.json.upper_groups[0]: expected an integer from 2 to 1048576 (got 1)");
+  expect_invalid([&] { with(R"(, "upper_groups": 4)"); },
+                 "t.json.upper_groups: expected an array of integers (got 4)");
+  expect_invalid([&] { with(R"(, "rotate_levels": "yes")"); },
+                 "t.json.rotate_levels: expected true or false (got \"yes\")");
+  expect_invalid(
+      [] {
+        parse_topology_json(
+            R"({"nodes": [{"name": "a", "kind": "endpoint"}], "links": [], "upper_groups": [2]})",
+            "t.json");
+      },
+      "t.json.upper_groups: levels above groups need a group_size of at least 2 (got 0)");
   expect_invalid([] { parse_topology_json(R"({"nodes": []})", "t.json"); },
                  "t.json.links: missing field");
   // Which of two values was meant is not ours to guess (nlohmann keeps the last).
