@@ -73,8 +73,7 @@ void check_levels(const BenchConfig& c) {
             fmt::format("levels ({}) are hier all-reduce's only, not --coll {} (allowed: one "
                         "group size)",
                         levels, coll::collective_name(c.coll)));
-  int span = c.group_size;
-  for (const int level : c.upper_groups) span *= level;
+  const std::int64_t span = coll::group_levels_span(c.group_size, c.upper_groups);
   if (c.ranks % span != 0)
     invalid("--group-size", fmt::format("the top groups of {} ({} ranks each) do not divide "
                                         "--ranks {}",

@@ -55,17 +55,15 @@ void validate_levels(const CollectiveShape& s, const AlgoConfig& c) {
   if (c.group_size < 2)
     throw InvalidArgument(fmt::format(
         "group-size: {} has a first level of {} (allowed: at least 2)", levels, c.group_size));
-  std::int64_t span = c.group_size;
-  for (const int level : c.upper_groups) {
+  for (const int level : c.upper_groups)
     if (level < 2)
       throw InvalidArgument(fmt::format(
           "group-size: {} has a level of {} (allowed: each level at least 2)", levels, level));
-    span *= level;
-    if (span > s.ranks || s.ranks % span != 0)
-      throw InvalidArgument(fmt::format(
-          "group-size: the top groups of {} ({} ranks each) do not divide the rank count {}",
-          levels, span, s.ranks));
-  }
+  const std::int64_t span = group_levels_span(c.group_size, c.upper_groups);
+  if (s.ranks % span != 0)
+    throw InvalidArgument(fmt::format(
+        "group-size: the top groups of {} ({} ranks each) do not divide the rank count {}", levels,
+        span, s.ranks));
 }
 
 void validate(const CollectiveShape& s, const AlgoConfig& c) {
@@ -237,6 +235,13 @@ GroupLevels parse_group_levels(std::string_view text, std::string_view what) {
             "{}: level {} of '{}' groups nothing (allowed: each level of several at least 2)", what,
             level, text));
   return {levels.front(), std::vector<int>(levels.begin() + 1, levels.end())};
+}
+
+std::int64_t group_levels_span(int group_size, const std::vector<int>& upper) {
+  constexpr std::int64_t kAboveAnyRanks = std::int64_t{1} << 40;
+  std::int64_t span = group_size;
+  for (const int level : upper) span = std::min(span * level, kAboveAnyRanks);
+  return span;
 }
 
 std::string group_levels_name(int group_size, const std::vector<int>& upper) {
@@ -429,9 +434,8 @@ bool has_groups(const CollectiveShape& shape, const AlgoConfig& config) {
 }
 
 int top_groups(int ranks, const AlgoConfig& config) {
-  int span = config.group_size;
-  for (const int level : config.upper_groups) span *= level;
-  return span > 0 ? ranks / span : 1;
+  const std::int64_t span = group_levels_span(config.group_size, config.upper_groups);
+  return span > 0 ? static_cast<int>(ranks / span) : 1;
 }
 
 bool grouped_rule_pipelines_hd(int groups) {

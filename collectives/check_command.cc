@@ -113,8 +113,7 @@ std::string skip_reason(const CheckArgs& a, CollectiveKind kind, Algorithm algo,
   if (uses_groups(algo) && a.group_size > 0 && n % a.group_size != 0)
     return fmt::format("--group-size {} does not divide {}", a.group_size, n);
   if (algo == Algorithm::kHierarchical && !a.upper_groups.empty()) {
-    int span = a.group_size;
-    for (const int level : a.upper_groups) span *= level;
+    const std::int64_t span = group_levels_span(a.group_size, a.upper_groups);
     if (n % span != 0)
       return fmt::format("the top groups of --group-size {} ({} ranks) do not divide {}",
                          group_levels_name(a.group_size, a.upper_groups), span, n);

@@ -41,7 +41,6 @@ void parse_table_levels(const json& doc, TuningTable& t) {
   const std::string& source = t.source;
   if (const auto u = doc.find("upper_groups"); u != doc.end()) {
     if (!u->is_array()) bad_field(source, "upper_groups", "expected an array of integers");
-    std::int64_t span = t.group_size;
     for (std::size_t i = 0; i < u->size(); ++i) {
       const json& level = (*u)[i];
       if (!level.is_number_integer() || level.get<std::int64_t>() < 2 ||
@@ -50,12 +49,12 @@ void parse_table_levels(const json& doc, TuningTable& t) {
                   fmt::format("{} is not a level (allowed: an integer from 2 to the ranks)",
                               level.dump()));
       t.upper_groups.push_back(level.get<int>());
-      span *= t.upper_groups.back();
-      if (t.group_size < 2 || span > t.ranks || t.ranks % span != 0)
-        bad_field(source, "upper_groups",
-                  fmt::format("the top groups of {} do not divide the {} ranks",
-                              group_levels_name(t.group_size, t.upper_groups), t.ranks));
     }
+    if (!t.upper_groups.empty() &&
+        (t.group_size < 2 || t.ranks % group_levels_span(t.group_size, t.upper_groups) != 0))
+      bad_field(source, "upper_groups",
+                fmt::format("the top groups of {} do not divide the {} ranks",
+                            group_levels_name(t.group_size, t.upper_groups), t.ranks));
   }
   if (doc.contains("rotate_levels"))
     t.rotate_levels = field_as<bool>(doc, "rotate_levels", "rotate_levels", source);

@@ -367,8 +367,7 @@ void check_levels(const SimFlags& f, int ranks) {
         "--group-size: levels ({}) are hier all-reduce's only, not --coll {} (allowed: one "
         "group size)",
         levels, f.coll));
-  int span = f.group_size;
-  for (const int level : f.upper_groups) span *= level;
+  const std::int64_t span = coll::group_levels_span(f.group_size, f.upper_groups);
   if (ranks % span != 0)
     throw InvalidArgument(
         fmt::format("--group-size: the top groups of {} ({} ranks each) do not divide the {} ranks",
@@ -460,8 +459,7 @@ SimFlags with_topology_levels(const SimFlags& f, const Topology& t, int ranks) {
   SimFlags out = f;
   if (f.group_size != 0 || f.rotate_levels || f.coll != "allreduce") return out;
   if (!t.rotate_levels_hint && t.upper_groups_hint.empty()) return out;
-  int span = t.group_size_hint;
-  for (const int level : t.upper_groups_hint) span *= level;
+  const std::int64_t span = coll::group_levels_span(t.group_size_hint, t.upper_groups_hint);
   if (span < 1 || ranks % span != 0) return out;
   out.upper_groups = t.upper_groups_hint;
   out.rotate_levels = t.rotate_levels_hint;

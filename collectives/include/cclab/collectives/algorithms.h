@@ -72,6 +72,9 @@ struct GroupLevels {
 GroupLevels parse_group_levels(std::string_view text, std::string_view what);
 // {4, {4}} -> "4x4"; {4, {}} -> "4".
 std::string group_levels_name(int group_size, const std::vector<int>& upper);
+// The ranks in one of the top level's groups: the group size times every
+// upper level (4x4: 16), held at 2^40 past that, above any rank count.
+std::int64_t group_levels_span(int group_size, const std::vector<int>& upper);
 
 // Which algorithms implement a collective (kAuto excluded), in display order.
 std::vector<Algorithm> algorithms_for(CollectiveKind kind);
