@@ -462,7 +462,68 @@ int hier_pipeline_chunks(std::uint64_t bytes, std::uint64_t block, std::uint64_t
   return chunks;
 }
 
+bool rotated_levels_unequal(int ranks, const AlgoConfig& config) {
+  if (!config.rotate_levels) return false;
+  const int top = top_groups(ranks, config);
+  for (const int level : config.upper_groups)
+    if (level != config.group_size) return true;
+  return top > 1 && top != config.group_size;
+}
+
+std::uint64_t two_way_hd_block_limit(int ranks, const AlgoConfig& config) {
+  return rotated_levels_unequal(ranks, config) ? kGroupedHdBlockLimit : kTwoWayHdBlockLimit;
+}
+
+bool takes_two_way_rule(const CollectiveShape& shape, const AlgoConfig& config) {
+  return config.prefer_biring && shape.kind != CollectiveKind::kBroadcast &&
+         (shape.kind == CollectiveKind::kAllReduce || !has_groups(shape, config));
+}
+
+namespace {
+
+// choose_config where the reverse ring's links are idle under the ring
+// (prefer_biring). hd's exchange at distance d crosses d of them, so it
+// gains nothing in latency over the ring's neighbour steps and moves its
+// data further: on ring:n=64,bw=50GBps biring took 146.64 us at 1 MiB
+// against hd's 243.31, and hier/biring in a 8x8x8 torus's rotated levels
+// 43.75 us at 256 KiB against the flat hd's 59.92; only where a rank's
+// block is a few elements (4x4x4 torus, 1 KiB: hd 18.05 us, hier/biring
+// 22.01) does hd's shorter program win. Levels rotated are fenced
+// together, so a phase lasts as long as its longest level's: on 8x4 and
+// 4x4x2 tori hd (20.07 and 14.05 us at 1 KiB) led hier/biring (28.01, 18.01)
+// up to 16 KiB, a rank's block of 512 B. The groups' rings go both ways
+// too: on a 4x4x4 torus at 64 MiB hier/biring in rotated levels took 458.40
+// us, hier/hd 912.79. Its phases pipeline along their rings, which a wave
+// of kHierMinChunks chunks fills: on a 8x8x8 torus at 64 MiB hier/biring in
+// 4 chunks took 465.24 us, in 128 (hier_pipeline_chunks) 464.18, unchunked
+// 488.52 (at 4 MiB: 8 chunks 58.26, none 69.91), and the simulator 3.9 s
+// for 4, 8 and 16 chunks together against 13.4 s for 128.
+AlgoConfig choose_on_two_way_links(const CollectiveShape& shape, std::size_t elem_bytes,
+                                   AlgoConfig config) {
+  const std::uint64_t bytes = shape.count * elem_bytes;
+  const int n = shape.ranks;
+  const bool grouped = has_groups(shape, config);
+  const std::uint64_t block = shape.kind == CollectiveKind::kAllReduce ? bytes / n : bytes;
+  const std::uint64_t direct_limit = grouped ? kGroupedDirectTrafficLimit : kDirectTrafficLimit;
+  if (n < 8 && bytes * (n - 1) <= direct_limit) {
+    config.algo = Algorithm::kDirect;
+  } else if (n >= 8 && block <= two_way_hd_block_limit(n, config)) {
+    config.algo = Algorithm::kHalvingDoubling;
+  } else if (!grouped) {
+    config.algo = Algorithm::kBiRing;
+  } else {
+    config.algo = Algorithm::kHierarchical;
+    config.inner = Algorithm::kBiRing;
+    if (config.chunks == 1)
+      config.chunks = std::min(hier_pipeline_chunks(bytes, bytes), kHierMinChunks);
+  }
+  return config;
+}
+
+}  // namespace
+
 AlgoConfig choose_config(const CollectiveShape& shape, std::size_t elem_bytes, AlgoConfig config) {
+  if (takes_two_way_rule(shape, config)) return choose_on_two_way_links(shape, elem_bytes, config);
   config.algo = choose_algorithm(shape, elem_bytes);
   if (!has_groups(shape, config) || shape.kind == CollectiveKind::kBroadcast) return config;
   // Inside a group (NVLink, shared memory) is much faster than between

@@ -163,7 +163,26 @@ std::string groups_phrase(const AlgoConfig& c) {
                      c.rotate_levels ? ", rotated" : "");
 }
 
+// The rule where the reverse ring's links are idle (AlgoConfig::prefer_biring).
+std::string two_way_rule(const CollectiveShape& shape, const AlgoConfig& requested) {
+  const bool grouped = has_groups(shape, requested);
+  std::string past = "biring";
+  if (grouped)
+    past = fmt::format("hier with biring in its {}, in {}", groups_phrase(requested),
+                       requested.chunks > 1
+                           ? fmt::format("the {} chunks asked for", requested.chunks)
+                           : fmt::format("up to {} chunks while they stay {} or more",
+                                         kHierMinChunks, bytes_label(kHierMinChunkBytes)));
+  return fmt::format(
+      "built-in size rule on links both ways (the reverse ring's are its own): below 8 ranks "
+      "direct while (ranks-1) x bytes is at most {}, from 8 ranks hd while a rank's block is at "
+      "most {}, else {}",
+      bytes_label(grouped ? kGroupedDirectTrafficLimit : kDirectTrafficLimit),
+      bytes_label(two_way_hd_block_limit(shape.ranks, requested)), past);
+}
+
 std::string builtin_rule(const CollectiveShape& shape, const AlgoConfig& requested) {
+  if (takes_two_way_rule(shape, requested)) return two_way_rule(shape, requested);
   if (shape.kind == CollectiveKind::kBroadcast)
     return "built-in size rule: tree up to 64 KiB or below 8 ranks, else hd";
   const bool grouped = has_groups(shape, requested);

@@ -713,6 +713,98 @@ TEST(Selector, BuiltInRuleRunsHierInTheLevelsItIsGiven) {
   EXPECT_FALSE(small.config.rotate_levels);
 }
 
+// Told that the reverse ring's links are idle (prefer_biring, as cclab sim
+// is on a torus or a ring of direct links), the rule runs biring where it
+// ran the ring, hier/biring between groups and in levels (in up to 4 chunks
+// of 64 KiB or more), hd only while a rank's block is at most 16 B (1 KiB
+// where rotated levels are unequal), and keeps its other rules.
+TEST(Selector, BuiltInRuleOnLinksBothWaysRunsBiring) {
+  const SelectorSettings none;
+  AlgoConfig flat;
+  flat.prefer_biring = true;
+  const auto choose = [&](CollectiveKind kind, int n, std::uint64_t count, const AlgoConfig& c) {
+    return select_algorithm({kind, n, count, 0}, 4, c, none);
+  };
+  // Flat, 16 ranks: hd at a block of 16 B (64 floats), biring from 32 B,
+  // where the rule not told ran hd up to a block of 32 KiB.
+  EXPECT_EQ(choose(CollectiveKind::kAllReduce, 16, 64, flat).config.algo,
+            Algorithm::kHalvingDoubling);
+  const Selection two_way = choose(CollectiveKind::kAllReduce, 16, 128, flat);
+  EXPECT_EQ(two_way.config.algo, Algorithm::kBiRing);
+  EXPECT_EQ(two_way.config.chunks, 1);
+  EXPECT_NE(two_way.reason.find("built-in size rule on links both ways (the reverse ring's are "
+                                "its own): below 8 ranks direct while (ranks-1) x bytes is at "
+                                "most 256 KiB, from 8 ranks hd while a rank's block is at most "
+                                "16 B, else biring"),
+            std::string::npos)
+      << two_way.reason;
+  EXPECT_EQ(choose(CollectiveKind::kAllReduce, 16, 128, {}).config.algo,
+            Algorithm::kHalvingDoubling);
+  EXPECT_EQ(choose(CollectiveKind::kAllReduce, 16, 1u << 20, {}).config.algo, Algorithm::kRing);
+  EXPECT_EQ(choose(CollectiveKind::kReduceScatter, 16, 1u << 10, flat).config.algo,
+            Algorithm::kBiRing);
+  EXPECT_EQ(choose(CollectiveKind::kAllGather, 16, 1u << 10, flat).config.algo, Algorithm::kBiRing);
+  EXPECT_EQ(choose(CollectiveKind::kAllReduce, 4, 1024, flat).config.algo, Algorithm::kDirect);
+  // Broadcast keeps its rule.
+  EXPECT_EQ(choose(CollectiveKind::kBroadcast, 16, 16u << 20, flat).config.algo,
+            Algorithm::kHalvingDoubling);
+
+  // Rotated levels 4x4 of 64 ranks (a 4x4x4 torus): hier/biring in 4 chunks
+  // from 256 KiB, in 2 at 128 KiB, unchunked below, hd at a block of 16 B.
+  AlgoConfig cube = flat;
+  cube.group_size = 4;
+  cube.upper_groups = {4};
+  cube.rotate_levels = true;
+  for (const auto& [count, chunks] : {std::pair{64u << 10, 4}, std::pair{32u << 10, 2},
+                                      std::pair{1024u, 1}, std::pair{16u << 20, 4}}) {
+    const Selection s = choose(CollectiveKind::kAllReduce, 64, count, cube);
+    EXPECT_EQ(candidate_label(s.config),
+              fmt::format("hier/biring{}", chunks > 1 ? fmt::format(":{}", chunks) : ""))
+        << count;
+    EXPECT_EQ(s.config.upper_groups, std::vector<int>{4});
+    EXPECT_TRUE(s.config.rotate_levels);
+  }
+  const Selection cube_small = choose(CollectiveKind::kAllReduce, 64, 256, cube);
+  EXPECT_EQ(cube_small.config.algo, Algorithm::kHalvingDoubling);
+  EXPECT_TRUE(cube_small.config.upper_groups.empty());
+  const Selection cube_big = choose(CollectiveKind::kAllReduce, 64, 16u << 20, cube);
+  EXPECT_NE(cube_big.reason.find("else hier with biring in its levels 4x4, rotated, in up to 4 "
+                                 "chunks while they stay 64 KiB or more"),
+            std::string::npos)
+      << cube_big.reason;
+  EXPECT_EQ(make_schedule({CollectiveKind::kAllReduce, 64, 16u << 20, 0}, cube_big.config)->name(),
+            "hier(g=4x4,rotated,inner=biring,chunks=4)");
+
+  // 4x4x2 (levels 4x4 over 2 top groups, rotated): unequal, so hd holds to a
+  // block of 1 KiB as in the grouped rule.
+  AlgoConfig slab = cube;
+  EXPECT_TRUE(rotated_levels_unequal(32, slab));
+  EXPECT_FALSE(rotated_levels_unequal(64, slab));
+  EXPECT_EQ(choose(CollectiveKind::kAllReduce, 32, 8192, slab).config.algo,
+            Algorithm::kHalvingDoubling);
+  EXPECT_EQ(choose(CollectiveKind::kAllReduce, 32, 8200, slab).config.inner, Algorithm::kBiRing);
+
+  // Two levels, groups of 8 of 64 (a 8x8 torus in rows): hier/biring too;
+  // the chunks asked for are kept.
+  AlgoConfig rows = flat;
+  rows.group_size = 8;
+  rows.chunks = 16;
+  const Selection r = choose(CollectiveKind::kAllReduce, 64, 16u << 20, rows);
+  EXPECT_EQ(candidate_label(r.config), "hier/biring:16");
+  EXPECT_NE(r.reason.find("hier with biring in its groups of 8, in the 16 chunks asked for"),
+            std::string::npos)
+      << r.reason;
+  // Grouped reduce-scatter keeps the grouped rule's hier.
+  rows.chunks = 1;
+  AlgoConfig rows_not_told = rows;
+  rows_not_told.prefer_biring = false;
+  const Selection rs = choose(CollectiveKind::kReduceScatter, 64, 1u << 20, rows);
+  EXPECT_EQ(
+      candidate_label(rs.config),
+      candidate_label(choose(CollectiveKind::kReduceScatter, 64, 1u << 20, rows_not_told).config));
+  EXPECT_EQ(rs.config.algo, Algorithm::kHierarchical);
+}
+
 TEST(Selector, MakeScheduleRunsTheSelection) {
   // No CCLAB_ALGO or CCLAB_TUNING in the test's environment: the built-in rule.
   ASSERT_EQ(std::getenv("CCLAB_ALGO"), nullptr);

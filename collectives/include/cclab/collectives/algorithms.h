@@ -60,6 +60,12 @@ struct AlgoConfig {
   // part w visiting the levels from level w round (x-y-z, y-z-x, z-x-y), the
   // parts at once: on a torus every dimension works in every phase.
   bool rotate_levels = false;
+  // For the built-in rule only (executors ignore it): the network gives a
+  // ring's sends and the reverse ring's links of their own (a torus, a ring
+  // of direct links; cclab sim finds it from the routes), so the
+  // bidirectional ring moves half the data on links the ring leaves idle.
+  // The rule then runs biring where it would run the ring (choose_config).
+  bool prefer_biring = false;
 };
 
 // "4x4" -> {4, {4}}: a --group-size with its levels; "4" -> {4, {}}, "0" -> the
@@ -199,6 +205,22 @@ inline constexpr int kHierMinChunks = 4;
 inline constexpr int kHierMaxChunks = 256;
 int hier_pipeline_chunks(std::uint64_t bytes, std::uint64_t block,
                          std::uint64_t min_chunk = kHierMinChunkBytes);
+// With config.prefer_biring, for all-reduce, and for reduce-scatter and
+// all-gather without groups: below 8 ranks direct as above; from 8 ranks hd
+// while a rank's block is at most two_way_hd_block_limit() (hd's far
+// exchanges cross several of those links); else biring, or between groups hier with
+// biring (its phases inside the groups bidirectional too) in
+// hier_pipeline_chunks(bytes, bytes) chunks but at most kHierMinChunks, in
+// levels as well. Grouped
+// reduce-scatter and all-gather and broadcast keep the rules above.
+inline constexpr std::uint64_t kTwoWayHdBlockLimit = 16;
+// kTwoWayHdBlockLimit, or kGroupedHdBlockLimit where rotated levels are of
+// unequal sizes (rotated_levels_unequal: their phases last as long as the
+// longest level's, which costs latency hd does not pay).
+bool rotated_levels_unequal(int ranks, const AlgoConfig& config);
+std::uint64_t two_way_hd_block_limit(int ranks, const AlgoConfig& config);
+// Whether choose_config takes that rule for the call.
+bool takes_two_way_rule(const CollectiveShape& shape, const AlgoConfig& config);
 AlgoConfig choose_config(const CollectiveShape& shape, std::size_t elem_bytes, AlgoConfig config);
 
 // Validates the pair and builds the schedule; throws InvalidArgument naming the
