@@ -26,6 +26,7 @@
 #include "cclab/collectives/selector.h"
 #include "cclab/sim/cli.h"
 #include "cclab/sim/link_use.h"
+#include "cclab/sim/routing.h"
 #include "cclab/sim/simulator.h"
 #include "cclab/sim/trace.h"
 
@@ -51,6 +52,10 @@ struct SimFlags {
   std::string json_path, trace_path, tune_path;
   std::optional<std::string> trace_ranks, trace_window;  // filters of --trace
   std::optional<int> links;  // --links: the busiest links listed under each row, after the tiers
+  // Not a flag: the topology's routes give the ranks' rings the reverse
+  // ring's links to themselves (reverse_rings_disjoint), so auto's built-in
+  // rule prefers biring (AlgoConfig::prefer_biring).
+  bool prefer_biring = false;
 };
 
 // One row of the sweep: an algorithm with its chunks (and hier's inner
@@ -145,6 +150,10 @@ void print_header(const SimFlags& f, const Topology& t, int ranks, int group,
     fmt::print("# group levels {}{} (hier; rings: groups of {}), hier inner {}\n",
                coll::group_levels_name(g, f.upper_groups), f.rotate_levels ? ", rotated" : "", g,
                coll::join_names(inners_of(f)));
+  if (f.prefer_biring)
+    fmt::print(
+        "# rings have the reverse ring's links to themselves: auto's built-in rule prefers "
+        "biring\n");
   for (const std::string& line : skipped) fmt::print("# {}\n", line);
   fmt::print("#\n#");
   fmt::print(kColumns, "size(B)", "count", "type", "redop", "algo", "time(us)", "algbw(GB/s)",
@@ -252,7 +261,8 @@ void write_json(const std::string& path, const SimFlags& f, const Topology& t, i
       {"hier_upper_groups", f.upper_groups},  // levels above the groups (--group-size 4x4)
       {"hier_rotate_levels", f.rotate_levels},
       {"hier_inner", coll::join_names(inners_of(f))},
-      {"skipped", skipped}};  // candidates --inner all left out, and why
+      {"prefer_biring", f.prefer_biring},  // what auto's built-in rule was told
+      {"skipped", skipped}};               // candidates --inner all left out, and why
   const nlohmann::json record = {
       {"tool", "cclab sim"}, {"config", config}, {"rows", std::move(out_rows)}};
   std::ofstream out(path);
@@ -277,7 +287,15 @@ coll::Selection choose(const coll::CollectiveShape& shape, const Candidate& c, i
     config.upper_groups = f.upper_groups;
     config.rotate_levels = f.rotate_levels;
   }
+  config.prefer_biring = f.prefer_biring;
   return coll::select_algorithm(shape, kElem, config);
+}
+
+// Whether `auto` is among the rows.
+bool runs_auto(const SimFlags& f) {
+  const auto rows = make_candidates(f);
+  return std::any_of(rows.begin(), rows.end(),
+                     [](const Candidate& c) { return c.algo == Algorithm::kAuto; });
 }
 
 // The candidates that run at `ranks` in groups of `group`: with --inner all,
@@ -475,9 +493,10 @@ void run_sim(const SimFlags& given) {
   const std::uint64_t lo = parse_size(given.min_bytes, "-b/--minbytes");
   const std::uint64_t hi = parse_size(given.max_bytes, "-e/--maxbytes");
   check_flags(given, ranks, lo, hi);
-  const SimFlags f = with_topology_levels(given, topo, ranks);
+  SimFlags f = with_topology_levels(given, topo, ranks);
   TraceFilter filter = trace_filter(f, ranks);
   const int group = group_size_for(f, topo, ranks);
+  f.prefer_biring = runs_auto(f) && reverse_rings_disjoint(topo, ranks, group, f.upper_groups);
   std::vector<std::string> skipped;
   const auto candidates = runnable_candidates(f, ranks, group, lo, skipped);
   print_header(f, topo, ranks, group, skipped);

@@ -16,6 +16,7 @@
 #include "cclab/collectives/algorithms.h"
 #include "cclab/collectives/error.h"
 #include "cclab/collectives/selector.h"
+#include "cclab/sim/routing.h"
 #include "cclab/sim/topology.h"
 #include "cclab/test/errors.h"
 #include "test_util.h"
@@ -741,6 +742,91 @@ TEST(Simulator, BuiltInRuleForGroupedRanksIsNearTheFastestUnpipelined) {
     }
     if (std::string_view(spec).starts_with("nodes")) {
       EXPECT_GT(flat_worst, 4) << spec << ": the flat rule should lose there";
+    }
+  }
+}
+
+// Where reverse_rings_disjoint holds, the bidirectional ring takes about half
+// the ring's time (each half on its own direction: rings of direct links, a
+// torus's rows); on a switch or a fat tree, whose uplinks carry both ways,
+// no less than the ring's; 64 MiB, ranks flat. It is the links' test, not
+// the bottleneck's: flat over GPU nodes the NVSwitch uplinks carry both
+// ways, so it does not hold, yet biring halves the ring there, whose
+// bottleneck is one direction of the NICs between the nodes.
+TEST(Simulator, ReverseRingsAreDisjointWhereBiringHalvesTheRing) {
+  for (const char* spec : {"ring:n=8", "ring:n=5", "switch:n=8",
+                           "fat-tree:hosts=8,leaves=2,spines=2", "torus2d:x=4,y=2"}) {
+    const Topology t = generate_topology(spec);
+    const int n = static_cast<int>(t.num_endpoints());
+    const std::uint64_t count = 16u << 20;
+    const double ratio = time_to_us(run(spec, n, count, Algorithm::kBiRing).total) /
+                         time_to_us(run(spec, n, count, Algorithm::kRing).total);
+    const bool disjoint = reverse_rings_disjoint(t, n, 0, {});
+    EXPECT_EQ(disjoint, ratio < 0.6) << spec << ": biring/ring " << ratio;
+    if (!disjoint) {
+      EXPECT_GT(ratio, 0.95) << spec;
+    }
+  }
+  // Along each dimension of the rank grid: a torus in rows, in levels.
+  const Topology cube = generate_topology("torus3d:x=4,y=4,z=4");
+  EXPECT_TRUE(reverse_rings_disjoint(cube, 64, 4, {4}));
+  EXPECT_TRUE(reverse_rings_disjoint(cube, 64, 4, {}));
+  EXPECT_TRUE(reverse_rings_disjoint(generate_topology("torus2d:x=8,y=8"), 64, 8, {}));
+  // No dimension of three: nothing to gain.
+  EXPECT_FALSE(reverse_rings_disjoint(generate_topology("torus2d:x=2,y=2"), 4, 2, {}));
+  // Three ranks of a ring of 8: 2 -> 0 goes back over the links 1 -> 0 uses.
+  EXPECT_FALSE(reverse_rings_disjoint(generate_topology("ring:n=8"), 3, 0, {}));
+  // GPU nodes in groups: the NVSwitch uplink carries both ways round.
+  EXPECT_FALSE(reverse_rings_disjoint(generate_topology("nodes:nodes=4,gpus=8"), 32, 8, {}));
+}
+
+// Told so (prefer_biring, as cclab sim tells it from reverse_rings_disjoint),
+// the built-in rule on tori in the levels they hint, and on a ring, is
+// within 1.1x of the fastest row of hd, ring, biring, and hier with the
+// ring, biring or hd across the groups in 1 or 4 chunks, 1 KiB-64 MiB; not
+// told, it runs the ring's one direction and is 1.5x behind or worse at 64
+// MiB.
+TEST(Simulator, BuiltInRuleOnLinksBothWaysIsNearTheFastestRow) {
+  for (const char* spec :
+       {"torus3d:x=4,y=4,z=4", "torus2d:x=8,y=4", "torus3d:x=4,y=4,z=2", "ring:n=16"}) {
+    const Topology t = generate_topology(spec);
+    const int n = static_cast<int>(t.num_endpoints());
+    AlgoConfig told{Algorithm::kAuto, 1, t.group_size_hint};
+    told.upper_groups = t.upper_groups_hint;
+    told.rotate_levels = t.rotate_levels_hint;
+    told.prefer_biring = reverse_rings_disjoint(t, n, t.group_size_hint, t.upper_groups_hint);
+    ASSERT_TRUE(told.prefer_biring) << spec;
+    for (std::uint64_t count : {256u, 4u << 10, 256u << 10, 16u << 20}) {
+      const coll::CollectiveShape shape{CollectiveKind::kAllReduce, n, count, 0};
+      const auto time = [&](AlgoConfig c) {
+        if (c.algo == Algorithm::kHierarchical) {
+          c.upper_groups = told.upper_groups;
+          c.rotate_levels = told.rotate_levels;
+        }
+        return time_to_us(simulate(t, *coll::make_schedule(shape, c), {4, nullptr}).total);
+      };
+      double best = INFINITY;
+      for (Algorithm a : {Algorithm::kHalvingDoubling, Algorithm::kRing, Algorithm::kBiRing})
+        best = std::min(best, time({a, 1, told.group_size}));
+      if (told.group_size > 0)
+        for (int chunks : {1, 4})
+          for (Algorithm inner :
+               {Algorithm::kRing, Algorithm::kBiRing, Algorithm::kHalvingDoubling})
+            best = std::min(best, time({Algorithm::kHierarchical, chunks, told.group_size, inner}));
+      const AlgoConfig chosen = coll::select_algorithm(shape, 4, told, {}).config;
+      const double took =
+          time_to_us(simulate(t, *coll::make_schedule(shape, chosen), {4, nullptr}).total);
+      EXPECT_LE(took, best * 1.1) << fmt::format("{} {} B: {} {:.2f} us, fastest {:.2f}", spec,
+                                                 4 * count, coll::candidate_label(chosen), took,
+                                                 best);
+      if (count == (16u << 20)) {
+        AlgoConfig not_told = told;
+        not_told.prefer_biring = false;
+        const AlgoConfig other = coll::select_algorithm(shape, 4, not_told, {}).config;
+        EXPECT_GE(time_to_us(simulate(t, *coll::make_schedule(shape, other), {4, nullptr}).total),
+                  took * 1.5)
+            << spec << ": " << coll::candidate_label(other);
+      }
     }
   }
 }

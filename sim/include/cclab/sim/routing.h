@@ -111,4 +111,16 @@ class Router {
   std::uint32_t generation_ = 0;
 };
 
+// Whether the ranks' rings have the reverse ring's links to themselves: along
+// each dimension of the rank grid with three ranks or more (groups of
+// `group_size` consecutive ranks, the levels `upper_groups` above them, then
+// the top groups; all the ranks as one where group_size does not split
+// them), the routes from every rank to its next and to its previous share no
+// link, and at least one dimension has three. A ring then leaves one
+// direction of each of its links idle, which the bidirectional ring fills
+// (a torus, a ring of direct links; not a switch, whose uplink carries
+// both): cclab sim tells the built-in rule so (AlgoConfig::prefer_biring).
+bool reverse_rings_disjoint(const Topology& t, int ranks, int group_size,
+                            const std::vector<int>& upper_groups);
+
 }  // namespace cclab::sim
