@@ -127,10 +127,12 @@ TEST(Resolve, RejectsBadValuesNamingTheFlag) {
   // ranks.
   expect_invalid(with([](auto& f) { f.ranks = 6, f.group_size = "2x2"; }),
                  "--group-size: the top groups of 2x2 (4 ranks each) do not divide --ranks 6");
-  expect_invalid(with([](auto& f) { f.ranks = 8, f.group_size = "2x2", f.coll = "allgather"; }),
-                 "--group-size: levels (2x2) are hier all-reduce's only, not --coll allgather");
-  expect_invalid(with([](auto& f) { f.coll = "reducescatter", f.rotate_levels = true; }),
-                 "--rotate-levels: hier all-reduce's only, not --coll reducescatter");
+  expect_invalid(with([](auto& f) { f.ranks = 8, f.group_size = "2x2", f.coll = "broadcast"; }),
+                 "--group-size: levels (2x2) are hier's only (allreduce, reducescatter, "
+                 "allgather), not --coll broadcast");
+  expect_invalid(with([](auto& f) { f.coll = "broadcast", f.rotate_levels = true; }),
+                 "--rotate-levels: hier's only (allreduce, reducescatter, allgather), not --coll "
+                 "broadcast");
   expect_invalid(with([](auto& f) { f.group_size = "2x"; }),
                  "--group-size: '2x' is not a group size");
   expect_invalid(with([](auto& f) { f.group_size = "-1"; }),

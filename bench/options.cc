@@ -60,18 +60,19 @@ Algorithm parse_one_algo(std::string_view name, CollectiveKind kind) {
                                 names_of(allowed), peer_names_for_help()));
 }
 
-// --group-size levels (2x2) and --rotate-levels: hier all-reduce's, the
+// --group-size levels (2x2) and --rotate-levels: hier's (has_levels), the
 // levels' top groups dividing the ranks.
 void check_levels(const BenchConfig& c) {
   const std::string levels = coll::group_levels_name(c.group_size, c.upper_groups);
-  if (c.rotate_levels && c.coll != CollectiveKind::kAllReduce)
+  if (c.rotate_levels && !coll::has_levels(c.coll))
     invalid("--rotate-levels",
-            fmt::format("hier all-reduce's only, not --coll {}", coll::collective_name(c.coll)));
+            fmt::format("hier's only (allreduce, reducescatter, allgather), not --coll {}",
+                        coll::collective_name(c.coll)));
   if (c.upper_groups.empty()) return;
-  if (c.coll != CollectiveKind::kAllReduce)
+  if (!coll::has_levels(c.coll))
     invalid("--group-size",
-            fmt::format("levels ({}) are hier all-reduce's only, not --coll {} (allowed: one "
-                        "group size)",
+            fmt::format("levels ({}) are hier's only (allreduce, reducescatter, allgather), not "
+                        "--coll {} (allowed: one group size)",
                         levels, coll::collective_name(c.coll)));
   const std::int64_t span = coll::group_levels_span(c.group_size, c.upper_groups);
   if (c.ranks % span != 0)
@@ -122,7 +123,8 @@ void preflight(const BenchConfig& c) {
 std::string hier_row_skip_reason(const BenchConfig& c, const coll::AlgoConfig& algo,
                                  int group_size) {
   if (algo.algo != Algorithm::kHierarchical) return "";
-  return coll::hier_inner_refusal(c.coll, c.ranks, group_size, algo.inner);
+  const bool levels = !algo.upper_groups.empty() || algo.rotate_levels;
+  return coll::hier_inner_refusal(c.coll, c.ranks, group_size, algo.inner, levels);
 }
 
 coll::AlgoConfig BenchConfig::algo_config(Algorithm algo, int chunk_count, Algorithm inner) const {

@@ -157,14 +157,40 @@ Program direct_all_reduce(int n, int me, std::uint64_t count, int chunks,
 Program flat_all_reduce(Algorithm a, int n, int me, std::uint64_t count, int chunks, Frame frame);
 Program hier_all_reduce(int n, int me, std::uint64_t count, int chunks, int group_size,
                         int inner_algo);  // scratch: count
-// hier all-reduce over several levels of groups (levels: the group sizes,
-// innermost first, each in groups of the level below), phased: a
-// reduce-scatter inside the groups of each level in turn, on the shard the
-// level below left, `inner` across the top level's groups, then the
-// all-gathers back down; `rotate`: a part of the vector per level, each
-// starting from a level of its own, at once (levels.cc). scratch: count.
-Program multilevel_hier_all_reduce(int n, int me, std::uint64_t count, int chunks,
-                                   std::vector<int> levels, int inner_algo, bool rotate);
+// hier all-reduce over several levels of groups (`dims`: rank_grid's, the
+// groups' first), phased: a reduce-scatter along each dimension in turn, on
+// the shard the one before left, `inner` along the last, then the
+// all-gathers back; `rotate`: a part of the vector per dimension, each
+// starting from a dimension of its own, at once (levels.cc). scratch: count.
+Program multilevel_hier_all_reduce(int me, std::uint64_t count, int chunks,
+                                   std::vector<GridDim> dims, int inner_algo, bool rotate);
+// hier's reduce-scatter and all-gather along the dimensions of `dims` in turn
+// (rank_grid's; two levels: rings inside the groups, then along the rails),
+// rings over whole rank blocks; `rotate`: a part of each block per
+// dimension, each starting from a dimension of its own, at once (ring.cc).
+Program levels_reduce_scatter(int me, std::uint64_t count, int chunks, std::vector<GridDim> dims,
+                              bool rotate);  // scratch: n*count
+Program levels_all_gather(int me, std::uint64_t count, int chunks, std::vector<GridDim> dims,
+                          bool rotate);
+// Part w of the vector (all-reduce) or of each rank block (reduce-scatter,
+// all-gather: offsets within a block) and the order in which it visits the
+// dimensions of the rank grid: from dimension w round. levels_ways: one
+// part per dimension where `rotate`, else the whole in the dimensions'
+// order (levels.cc).
+struct LevelsWay {
+  Region part;
+  std::vector<GridDim> order;
+};
+std::vector<LevelsWay> levels_ways(std::uint64_t count, const std::vector<GridDim>& dims,
+                                   bool rotate);
+// The steps of `programs` (each numbered from 0 in a frame of its own), one
+// of each in turn, numbered from `first_id` with their deps renumbered. A
+// program's fence waits for the others' steps too, so where one reaches a
+// fence it waits there for the others to reach theirs (or end) and they
+// share one: two programs that each fence between their phases (ring
+// all-reduce, hd) would otherwise deadlock where one's fence stands before
+// sends the other's peers wait for (levels.cc).
+Program interleave(std::vector<Program> programs, std::int64_t first_id);
 Program ring_reduce_scatter_coll(int n, int me, std::uint64_t count,
                                  int chunks);  // scratch: n*count
 Program direct_reduce_scatter(int n, int me, std::uint64_t count, int chunks,

@@ -55,13 +55,15 @@ void validate(const CheckArgs& a, int lo) {
   if (a.group_size < 0)
     throw InvalidArgument(
         fmt::format("--group-size: must be at least 0, 0 for the default (got {})", a.group_size));
-  if (a.rotate_levels && a.coll != "allreduce")
-    throw InvalidArgument(
-        fmt::format("--rotate-levels: hier all-reduce's only, not --coll {}", a.coll));
-  if (!a.upper_groups.empty() && a.coll != "allreduce")
+  const bool has = has_levels(parse_collective(a.coll, "--coll"));
+  if (a.rotate_levels && !has)
     throw InvalidArgument(fmt::format(
-        "--group-size: levels ({}) are hier all-reduce's only, not --coll {} (allowed: one "
-        "group size)",
+        "--rotate-levels: hier's only (allreduce, reducescatter, allgather), not --coll {}",
+        a.coll));
+  if (!a.upper_groups.empty() && !has)
+    throw InvalidArgument(fmt::format(
+        "--group-size: levels ({}) are hier's only (allreduce, reducescatter, allgather), not "
+        "--coll {} (allowed: one group size)",
         group_levels_name(a.group_size, a.upper_groups), a.coll));
   if (a.root < 0 || a.root >= lo)
     throw InvalidArgument(fmt::format(
@@ -118,6 +120,10 @@ std::string skip_reason(const CheckArgs& a, CollectiveKind kind, Algorithm algo,
       return fmt::format("the top groups of --group-size {} ({} ranks) do not divide {}",
                          group_levels_name(a.group_size, a.upper_groups), span, n);
   }
+  const bool levels = !a.upper_groups.empty() || a.rotate_levels;
+  if (algo == Algorithm::kHierarchical && levels &&
+      !hier_inner_refusal(kind, n, a.group_size, inner, levels).empty())
+    return "hd between the top groups of levels (allowed: ring)";
   if (algo == Algorithm::kHierarchical && !hier_inner_refusal(kind, n, a.group_size, inner).empty())
     return fmt::format("hd between {} groups, not a power of two",
                        n / group_size_or_default(n, a.group_size));

@@ -28,45 +28,30 @@
 namespace cclab::coll::detail {
 namespace {
 
-// A dimension of the grid of ranks: `size` ranks `stride` apart.
-struct Dim {
-  int size = 1;
-  int stride = 1;
-  int coord(int rank) const { return rank / stride % size; }
-  // The ranks of `rank`'s line along this dimension.
-  RankMap line(int rank) const { return {rank - coord(rank) * stride, stride}; }
-};
-
-// One part of the vector and the order in which it visits the dimensions.
-struct Way {
-  Region part;  // in the output (and, before the first phase, the input)
-  std::vector<Dim> order;
-
-  // What rank `me` holds of the part once it has reduce-scattered along
-  // order[0..level): its shard of each dimension's partition in turn.
-  Region shard(int me, int level) const {
-    Region r = part;
-    for (int k = 0; k < level; ++k) {
-      const Partition shards{r.count, std::uint64_t(order[k].size)};
-      const int l = order[k].coord(me);
-      r = {r.buffer, r.offset + shards.offset(l), shards.size(l)};
-    }
-    return r;
+// What rank `me` holds of the way's part once it has reduce-scattered along
+// order[0..level): its shard of each dimension's partition in turn.
+Region way_shard(const LevelsWay& way, int me, int level) {
+  Region r = way.part;
+  for (int k = 0; k < level; ++k) {
+    const Partition shards{r.count, std::uint64_t(way.order[k].size)};
+    const int l = way.order[k].coord(me);
+    r = {r.buffer, r.offset + shards.offset(l), shards.size(l)};
   }
-};
+  return r;
+}
 
 // Phase `phase` of `way` at rank `me` (of 2D-1: D-1 reduce-scatters, the
 // inner all-reduce along the last dimension, D-1 all-gathers), numbered
 // from 0 in a frame of its own. Inside: the ring, or biring where the inner
 // algorithm is. `scratch_at`: where the inner all-reduce may use scratch.
-Program way_phase(const Way& way, int me, int phase, int chunks, Algorithm inner,
+Program way_phase(const LevelsWay& way, int me, int phase, int chunks, Algorithm inner,
                   std::uint64_t scratch_at) {
   const int dims = static_cast<int>(way.order.size());
   const int level = phase < dims ? phase : 2 * dims - 2 - phase;
-  const Dim d = way.order[level];
+  const GridDim d = way.order[level];
   const int g = d.size, l = d.coord(me);
-  const RankMap ranks = d.line(me);
-  const Region r = way.shard(me, level);
+  const RankMap ranks{d.line_base(me), d.stride};
+  const Region r = way_shard(way, me, level);
   const VectorRef out{BufferId::kOutput, r.offset};
   const VectorRef in{level == 0 ? BufferId::kInput : BufferId::kOutput, r.offset};
   if (phase == dims - 1)
@@ -82,26 +67,21 @@ Program way_phase(const Way& way, int me, int phase, int chunks, Algorithm inner
   return ring_all_gather({g, l, ranks, shards, out, chunks});
 }
 
-// The dimensions of n ranks in groups of levels[0], levels[1] of those, ...:
-// one per level, then the ranks left over (where more than one).
-std::vector<Dim> dims_of(int n, const std::vector<int>& levels) {
-  std::vector<Dim> dims;
-  int stride = 1;
-  for (const int g : levels) {
-    dims.push_back({g, stride});
-    stride *= g;
+}  // namespace
+
+std::vector<LevelsWay> levels_ways(std::uint64_t count, const std::vector<GridDim>& dims,
+                                   bool rotate) {
+  const int ways = rotate && !dims.empty() ? static_cast<int>(dims.size()) : 1;
+  const Partition parts{count, std::uint64_t(ways)};
+  std::vector<LevelsWay> out(ways);
+  for (int w = 0; w < ways; ++w) {
+    out[w].part = {BufferId::kOutput, parts.offset(w), parts.size(w)};
+    out[w].order = dims;
+    std::rotate(out[w].order.begin(), out[w].order.begin() + w, out[w].order.end());
   }
-  if (n / stride > 1) dims.push_back({n / stride, stride});
-  return dims;
+  return out;
 }
 
-// The steps of `programs` (each numbered from 0 in a frame of its own), one
-// of each in turn, numbered from `first_id` with their deps renumbered. A
-// program's fence waits for the others' steps too, so where one reaches a
-// fence it waits there for the others to reach theirs (or end) and they
-// share one: two programs that each fence between their phases (ring
-// all-reduce, hd) would otherwise deadlock where one's fence stands before
-// sends the other's peers wait for.
 Program interleave(std::vector<Program> programs, std::int64_t first_id) {
   const int count = static_cast<int>(programs.size());
   std::int64_t next = first_id;
@@ -139,27 +119,19 @@ Program interleave(std::vector<Program> programs, std::int64_t first_id) {
   }
 }
 
-}  // namespace
-
-Program multilevel_hier_all_reduce(int n, int me, std::uint64_t count, int chunks,
-                                   std::vector<int> levels, int inner_algo, bool rotate) {
+Program multilevel_hier_all_reduce(int me, std::uint64_t count, int chunks,
+                                   std::vector<GridDim> dims, int inner_algo, bool rotate) {
   const auto inner = static_cast<Algorithm>(inner_algo);
-  const std::vector<Dim> dims = dims_of(n, levels);
+  if (dims.empty()) dims.push_back({1, 1});  // one rank: the inner all-reduce's copy
   const int phases = 2 * static_cast<int>(dims.size()) - 1;
-  const int ways = rotate ? static_cast<int>(dims.size()) : 1;
-  const Partition parts{count, std::uint64_t(ways)};
-  std::vector<Way> way(ways);
-  for (int w = 0; w < ways; ++w) {
-    way[w].part = {BufferId::kOutput, parts.offset(w), parts.size(w)};
-    way[w].order = dims;
-    std::rotate(way[w].order.begin(), way[w].order.begin() + w, way[w].order.end());
-  }
+  const std::vector<LevelsWay> way = levels_ways(count, dims, rotate);
+  const int ways = static_cast<int>(way.size());
   Emitter e;
   for (int phase = 0; phase < phases; ++phase) {
     if (phase > 0) co_yield e.fence();
     std::vector<Program> programs;
     for (int w = 0; w < ways; ++w)
-      programs.push_back(way_phase(way[w], me, phase, chunks, inner, parts.offset(w)));
+      programs.push_back(way_phase(way[w], me, phase, chunks, inner, way[w].part.offset));
     CCLAB_YIELD_FROM(interleave(std::move(programs), e.next_id()), e);
   }
 }

@@ -50,6 +50,7 @@
 // (g-1)(a_in + G S/(n B_in)) + (G-1)(a_out + S/(n B_out)) for S = n blocks.
 #include <algorithm>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "blocks.h"
@@ -231,22 +232,43 @@ struct RailRings {
   }
 };
 
-// Rings over whole rank blocks (hier's reduce-scatter and all-gather): `rings`
-// rings of the same n positions, position p being rank ranks(p) in each; ring
-// c's shard at position q is block base + c ring_stride + q pos_stride.
-struct BlockRings {
+// Rings along one dimension of the rank grid over whole rank blocks (hier's
+// reduce-scatter and all-gather): a ring per combination of coordinates
+// along the `free` dimensions; ring c's shard at position q is the block of
+// the rank at coordinate q along `along`, ring c's along `free`, and `me`'s
+// along the rest (the dimensions done: `base`, their offset). Of each block
+// of `count` elements, the part of `part` from `part_at`.
+struct GridRings {
   int n = 1, rings = 1;
+  GridDim along;
   RankMap ranks;
-  std::uint64_t count = 0;  // elements per block
-  int base = 0, ring_stride = 0, pos_stride = 1;
+  std::vector<GridDim> free;
+  int base = 0;
+  std::uint64_t count = 0, part_at = 0, part = 0;
 
+  GridRings(int me, GridDim along, std::vector<GridDim> free, int base, std::uint64_t count,
+            Region part)
+      : n(along.size),
+        along(along),
+        ranks{along.line_base(me), along.stride},
+        free(std::move(free)),
+        base(base),
+        count(count),
+        part_at(part.offset),
+        part(part.count) {
+    for (const GridDim& d : this->free) rings *= d.size;
+  }
   int rank_at(int, int p) const { return ranks(mod(p, n)); }
   int position(int, int rank) const { return (rank - ranks.base) / ranks.stride; }
-  std::uint64_t live(int) const { return count > 0 ? std::uint64_t(n) : 0; }
+  std::uint64_t live(int) const { return part > 0 ? std::uint64_t(n) : 0; }
   Region piece(int c, int q, int k, int chunks, BufferId buffer) const {
-    const auto block = static_cast<std::uint64_t>(base + c * ring_stride + mod(q, n) * pos_stride);
-    const Partition cp{count, std::uint64_t(chunks)};
-    return {buffer, block * count + cp.offset(k), cp.size(k)};
+    std::uint64_t block = std::uint64_t(base) + std::uint64_t(mod(q, n)) * along.stride;
+    for (const GridDim& d : free) {
+      block += std::uint64_t(c % d.size) * d.stride;
+      c /= d.size;
+    }
+    const Partition cp{part, std::uint64_t(chunks)};
+    return {buffer, block * count + part_at + cp.offset(k), cp.size(k)};
   }
 };
 
@@ -484,49 +506,67 @@ Program ring_all_gather_coll(int n, int me, std::uint64_t count, int chunks) {
 
 namespace {
 
-// hier's reduce-scatter and all-gather with a fence between the rings inside
-// and between the groups.
-Program phased_hier_reduce_scatter(int n, int me, std::uint64_t count, int chunks, int g) {
+// The rings along way.order[i]: the dimensions before it done (`me`'s
+// coordinates), those after it free.
+GridRings way_rings(const LevelsWay& way, int me, int i, std::uint64_t count) {
+  int base = 0;
+  for (int k = 0; k < i; ++k) base += way.order[k].coord(me) * way.order[k].stride;
+  return GridRings(me, way.order[i],
+                   std::vector<GridDim>(way.order.begin() + i + 1, way.order.end()), base, count,
+                   way.part);
+}
+
+// One way's reduce-scatter: partial sums in scratch, laid out as the input,
+// each dimension in place on what the one before left; the last one's
+// result (the rank's own part of its block) in the output. Fenced phases.
+Program way_reduce_scatter(LevelsWay way, int me, std::uint64_t count, int chunks) {
   Emitter e("reduce-scatter");
-  const int groups = n / g, group = me / g, l = me % g;
-  if (n == 1) {
-    if (count > 0) co_yield e.copy({BufferId::kInput, 0, count}, {BufferId::kOutput, 0, count});
-    co_return;
-  }
-  if (g > 1) {  // partial sums in scratch, laid out as the input
+  const int dims = static_cast<int>(way.order.size());
+  for (int i = 0; i < dims; ++i) {
+    if (i > 0) co_yield e.fence();
     RingsBuffers b;
+    b.input = i == 0 ? BufferId::kInput : BufferId::kScratch;
     b.work = BufferId::kScratch;
-    b.result_in_output_block = groups == 1;
-    CCLAB_YIELD_ALL(
-        rings_phase(BlockRings{g, groups, {group * g, 1}, count, 0, g, 1}, me, chunks, true, b, e));
-  }
-  if (groups > 1) {
-    if (g > 1) co_yield e.fence();
-    RingsBuffers b;  // in place on the group's sums (or on the input if g = 1)
-    b.input = g > 1 ? BufferId::kScratch : BufferId::kInput;
-    b.work = BufferId::kScratch;
-    b.result_in_output_block = true;
-    CCLAB_YIELD_ALL(
-        rings_phase(BlockRings{groups, 1, {l, g}, count, l, 0, g}, me, chunks, true, b, e));
+    b.result_in_output_block = i == dims - 1;
+    CCLAB_YIELD_ALL(rings_phase(way_rings(way, me, i, count), me, chunks, true, b, e));
   }
 }
 
-Program phased_hier_all_gather(int n, int me, std::uint64_t count, int chunks, int g) {
+// One way's all-gather: the dimensions in the reverse order, in the output.
+Program way_all_gather(LevelsWay way, int me, std::uint64_t count, int chunks) {
   Emitter e("all-gather");
-  const int groups = n / g, group = me / g, l = me % g;
-  if (count > 0)
-    co_yield e.copy({BufferId::kInput, 0, count},
-                    {BufferId::kOutput, static_cast<std::uint64_t>(me) * count, count});
-  if (groups > 1)
-    CCLAB_YIELD_ALL(
-        rings_phase(BlockRings{groups, 1, {l, g}, count, l, 0, g}, me, chunks, false, {}, e));
-  if (g > 1 && groups > 1) co_yield e.fence();
-  if (g > 1)
-    CCLAB_YIELD_ALL(rings_phase(BlockRings{g, groups, {group * g, 1}, count, 0, g, 1}, me, chunks,
-                                false, {}, e));
+  for (int i = static_cast<int>(way.order.size()) - 1; i >= 0; --i) {
+    if (i + 1 < static_cast<int>(way.order.size())) co_yield e.fence();
+    CCLAB_YIELD_ALL(rings_phase(way_rings(way, me, i, count), me, chunks, false, {}, e));
+  }
 }
 
 }  // namespace
+
+Program levels_reduce_scatter(int me, std::uint64_t count, int chunks, std::vector<GridDim> dims,
+                              bool rotate) {
+  Emitter e("reduce-scatter");
+  if (dims.empty()) {  // one rank
+    if (count > 0) co_yield e.copy({BufferId::kInput, 0, count}, {BufferId::kOutput, 0, count});
+    co_return;
+  }
+  std::vector<Program> ways;
+  for (const LevelsWay& w : levels_ways(count, dims, rotate))
+    ways.push_back(way_reduce_scatter(w, me, count, chunks));
+  CCLAB_YIELD_FROM(interleave(std::move(ways), e.next_id()), e);
+}
+
+Program levels_all_gather(int me, std::uint64_t count, int chunks, std::vector<GridDim> dims,
+                          bool rotate) {
+  Emitter e("all-gather");
+  if (count > 0)
+    co_yield e.copy({BufferId::kInput, 0, count},
+                    {BufferId::kOutput, static_cast<std::uint64_t>(me) * count, count});
+  std::vector<Program> ways;
+  for (const LevelsWay& w : levels_ways(count, dims, rotate))
+    ways.push_back(way_all_gather(w, me, count, chunks));
+  CCLAB_YIELD_FROM(interleave(std::move(ways), e.next_id()), e);
+}
 
 Program hier_reduce_scatter(int n, int me, std::uint64_t count, int chunks, int group_size,
                             int inner_algo) {
@@ -534,7 +574,7 @@ Program hier_reduce_scatter(int n, int me, std::uint64_t count, int chunks, int 
   const bool hd = static_cast<Algorithm>(inner_algo) == Algorithm::kHalvingDoubling;
   if ((hd || chunks > 1) && g > 1 && groups > 1)
     return pipelined_hier_reduce_scatter(n, me, count, chunks, g, hd);
-  return phased_hier_reduce_scatter(n, me, count, chunks, g);
+  return levels_reduce_scatter(me, count, chunks, rank_grid(n, g, {}), false);
 }
 
 Program hier_all_gather(int n, int me, std::uint64_t count, int chunks, int group_size,
@@ -543,7 +583,7 @@ Program hier_all_gather(int n, int me, std::uint64_t count, int chunks, int grou
   const bool hd = static_cast<Algorithm>(inner_algo) == Algorithm::kHalvingDoubling;
   if ((hd || chunks > 1) && g > 1 && groups > 1)
     return pipelined_hier_all_gather(n, me, count, chunks, g, hd);
-  return phased_hier_all_gather(n, me, count, chunks, g);
+  return levels_all_gather(me, count, chunks, rank_grid(n, g, {}), false);
 }
 
 }  // namespace cclab::coll::detail

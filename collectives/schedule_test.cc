@@ -495,12 +495,24 @@ TEST(MakeSchedule, GroupLevels) {
             "group-size: the top groups of 4x4 (16 ranks each) do not divide the rank count 24");
   EXPECT_EQ(hier(16, CollectiveKind::kAllReduce, 4, {8}),
             "group-size: the top groups of 4x8 (32 ranks each) do not divide the rank count 16");
-  EXPECT_EQ(hier(16, CollectiveKind::kReduceScatter, 4, {2}),
-            "group-size: levels (4x2) are hier all-reduce's only, not hier reducescatter "
-            "(allowed: one group size)");
+  EXPECT_EQ(hier(16, CollectiveKind::kReduceScatter, 4, {2}), "(no error)");
   EXPECT_EQ(hier(16, CollectiveKind::kAllReduce, 4, {2}, Algorithm::kRings),
-            "group-size: levels (4x2) are hier all-reduce's only, not rings allreduce "
-            "(allowed: one group size)");
+            "group-size: levels (4x2) are hier's only (allreduce, reducescatter, allgather), not "
+            "rings allreduce (allowed: one group size)");
+  AlgoConfig rs_hd{Algorithm::kHierarchical, 1, 4, Algorithm::kHalvingDoubling};
+  rs_hd.upper_groups = {2};
+  EXPECT_EQ(cclab::test::error_of([&] {
+              make_schedule({CollectiveKind::kReduceScatter, 16, 10}, rs_hd);
+            }),
+            "inner: hd between the top groups of reducescatter's hier in levels (allowed here: "
+            "ring)");
+  rs_hd.upper_groups.clear();
+  rs_hd.rotate_levels = true;
+  EXPECT_EQ(cclab::test::error_of([&] {
+              make_schedule({CollectiveKind::kAllGather, 16, 10}, rs_hd);
+            }),
+            "inner: hd between the top groups of allgather's hier in levels (allowed here: "
+            "ring)");
   EXPECT_EQ(hier(16, CollectiveKind::kAllReduce, 0, {2}),
             "group-size: 0x2 has a first level of 0 (allowed: at least 2)");
   EXPECT_EQ(hier(16, CollectiveKind::kAllReduce, 4, {1}),

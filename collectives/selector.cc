@@ -130,11 +130,19 @@ std::string grouped_hier_rule(const CollectiveShape& shape, const AlgoConfig& re
   };
   const int groups = shape.ranks / requested.group_size;
   const bool hd_pipelines = grouped_rule_pipelines_hd(groups);
+  const bool levels = !requested.upper_groups.empty() || requested.rotate_levels;
+  if (shape.kind != CollectiveKind::kAllReduce && levels)
+    return fmt::format(
+        "hier with the ring across its {} top groups, in {}", top_groups(shape.ranks, requested),
+        requested.chunks > 1 ? fmt::format("the {} chunks asked for", requested.chunks)
+                             : fmt::format("up to {} chunks while a rank's block splits into "
+                                           "pieces of {} or more",
+                                           kHierMinChunks, bytes_label(kHierMinChunkBytes)));
   if (shape.kind != CollectiveKind::kAllReduce)
     return fmt::format("hier{} in {}",
                        hd_pipelines ? fmt::format(" with hd between its {} groups", groups) : "",
                        chunks(" of the whole buffer", "a rank's block splits into pieces of"));
-  if (!requested.upper_groups.empty() || requested.rotate_levels) {
+  if (levels) {
     const int top = top_groups(shape.ranks, requested);
     if (top < kGroupedHdInnerFrom || grouped_rule_pipelines_hd(top))
       return fmt::format("hier with {} across its {} top groups, unchunked (levels run phased)",
@@ -275,11 +283,14 @@ Resolved resolve_choice(const CollectiveShape& shape, std::size_t elem_bytes,
 }
 
 // The choice, with levels (AlgoConfig::upper_groups, rotate_levels) kept
-// only where it is hier all-reduce: an auto call may ask for them, for hier.
+// only where it is hier that runs them (reduce-scatter's and all-gather's
+// with the ring between the top groups): an auto call may ask for them, for
+// hier.
 Resolved resolve(const CollectiveShape& shape, std::size_t elem_bytes, const AlgoConfig& requested,
                  const SelectorSettings& settings) {
   Resolved r = resolve_choice(shape, elem_bytes, requested, settings);
-  if (r.config.algo != Algorithm::kHierarchical || shape.kind != CollectiveKind::kAllReduce) {
+  const bool hier = r.config.algo == Algorithm::kHierarchical && has_levels(shape.kind);
+  if (!hier || (shape.kind != CollectiveKind::kAllReduce && r.config.inner != Algorithm::kRing)) {
     r.config.upper_groups.clear();
     r.config.rotate_levels = false;
   }

@@ -208,6 +208,27 @@ TEST(Threads, MultilevelHierAllReducesExactly) {
   });
 }
 
+// Reduce-scatter and all-gather with `config` against the closed form, out
+// of place: rank r's element i of its input is r + i, so block b's element
+// i sums to n(n-1)/2 + n(b count + i); all-gather's rank r contributes
+// r count + i at element i. Stops at the first wrong element, named with
+// `what`.
+void expect_exact_blocks(Communicator& c, const AlgoConfig& config, std::size_t count,
+                         const std::string& what) {
+  const int n = c.size();
+  std::vector<double> in(n * count), block(count, -1.0);
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = c.rank() + static_cast<double>(i);
+  c.reduce_scatter(in.data(), block.data(), count, DataType::kF64, ReduceOp::kSum, config);
+  for (std::size_t i = 0; i < count; ++i)
+    ASSERT_EQ(block[i], n * (n - 1) / 2.0 + n * static_cast<double>(c.rank() * count + i))
+        << "reduce-scatter " << what << " element " << i;
+  std::vector<double> mine(count), all(n * count, -1.0);
+  for (std::size_t i = 0; i < count; ++i) mine[i] = static_cast<double>(c.rank() * count + i);
+  c.all_gather(mine.data(), all.data(), count, DataType::kF64, config);
+  for (std::size_t i = 0; i < all.size(); ++i)
+    ASSERT_EQ(all[i], static_cast<double>(i)) << "all-gather " << what << " element " << i;
+}
+
 // hier's reduce-scatter and all-gather in chunks are pipelines too: exact
 // blocks against the closed form, groups of 2 and 4, chunks 4, 9 and 16, on a
 // count that splits unevenly (out of place; in place is NCCL's layout, which
@@ -222,22 +243,32 @@ TEST(Threads, PipelinedHierReduceScattersAndAllGathersExactly) {
         for (int chunks : {1, 4, 9, 16}) {
           if (inner == Algorithm::kRing && chunks == 1) continue;  // the phased form
           const AlgoConfig config{Algorithm::kHierarchical, chunks, g, inner};
-          const std::string what = fmt::format("{} between groups, g {} chunks {} rank {}",
-                                               algorithm_name(inner), g, chunks, c.rank());
-          // Reduce-scatter: rank r's element i of block b is r + b + i.
-          std::vector<double> in(n * count), block(count, -1.0);
-          for (std::size_t i = 0; i < in.size(); ++i) in[i] = c.rank() + static_cast<double>(i);
-          c.reduce_scatter(in.data(), block.data(), count, DataType::kF64, ReduceOp::kSum, config);
-          for (std::size_t i = 0; i < count; ++i)
-            ASSERT_EQ(block[i], n * (n - 1) / 2.0 + n * static_cast<double>(c.rank() * count + i))
-                << "reduce-scatter " << what << " element " << i;
-          // All-gather: rank r contributes r * count + i at element i.
-          std::vector<double> mine(count), all(n * count, -1.0);
-          for (std::size_t i = 0; i < count; ++i)
-            mine[i] = static_cast<double>(c.rank() * count + i);
-          c.all_gather(mine.data(), all.data(), count, DataType::kF64, config);
-          for (std::size_t i = 0; i < all.size(); ++i)
-            ASSERT_EQ(all[i], static_cast<double>(i)) << "all-gather " << what << " element " << i;
+          expect_exact_blocks(c, config, count,
+                              fmt::format("{} between groups, g {} chunks {} rank {}",
+                                          algorithm_name(inner), g, chunks, c.rank()));
+        }
+  });
+}
+
+// hier's reduce-scatter and all-gather in levels, one way and rotated, in 1
+// and 3 chunks: exact blocks against the closed form (12 ranks, levels 2x3,
+// 3x2x2, and 4 rotated; a count that splits unevenly into the parts).
+TEST(Threads, MultilevelHierReduceScattersAndAllGathersExactly) {
+  const int n = 12;
+  const std::size_t count = 101;
+  ThreadsWorld world(n);
+  world.run([&](Communicator& c) {
+    for (const std::vector<int>& levels : {std::vector<int>{2, 3}, {3, 2, 2}, {4}})
+      for (int chunks : {1, 3})
+        for (bool rotate : {false, true}) {
+          if (levels.size() == 1 && !rotate) continue;  // two levels one way: hier itself
+          AlgoConfig cfg{Algorithm::kHierarchical, chunks, levels.front()};
+          cfg.upper_groups.assign(levels.begin() + 1, levels.end());
+          cfg.rotate_levels = rotate;
+          expect_exact_blocks(c, cfg, count,
+                              fmt::format("{}{} chunks {} rank {}",
+                                          group_levels_name(levels.front(), cfg.upper_groups),
+                                          rotate ? " rotated" : "", chunks, c.rank()));
         }
   });
 }

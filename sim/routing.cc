@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "cclab/collectives/algorithms.h"
 #include "cclab/collectives/error.h"
 
 namespace cclab::sim {
@@ -247,27 +248,9 @@ Route Router::compute(NodeId src, NodeId dst) {
 
 namespace {
 
-// A dimension of the rank grid: `size` ranks `stride` apart.
-struct GridDim {
-  int size, stride;
-};
-
-std::vector<GridDim> grid_dims(int ranks, int group_size, const std::vector<int>& upper) {
-  if (group_size < 2 || group_size >= ranks || ranks % group_size != 0) return {{ranks, 1}};
-  std::vector<GridDim> dims{{group_size, 1}};
-  int span = group_size;
-  for (const int level : upper) {
-    if (level < 2 || (ranks / span) % level != 0) return {{ranks, 1}};
-    dims.push_back({level, span});
-    span *= level;
-  }
-  if (ranks / span > 1) dims.push_back({ranks / span, span});
-  return dims;
-}
-
 // Whether, along `d`, the routes to the next ranks and to the previous ones
 // share no link; `used` is scratch of one flag per link.
-bool directions_apart(const Topology& t, Router& router, int ranks, GridDim d,
+bool directions_apart(const Topology& t, Router& router, int ranks, coll::GridDim d,
                       std::vector<std::uint8_t>& used) {
   std::fill(used.begin(), used.end(), 0);
   const auto peer = [&](int r, int step) {
@@ -292,7 +275,7 @@ bool reverse_rings_disjoint(const Topology& t, int ranks, int group_size,
   Router router(t);
   std::vector<std::uint8_t> used(t.num_links());
   bool any = false;
-  for (const GridDim d : grid_dims(ranks, group_size, upper_groups)) {
+  for (const coll::GridDim d : coll::rank_grid(ranks, group_size, upper_groups)) {
     if (d.size < 3) continue;
     if (!directions_apart(t, router, ranks, d, used)) return false;
     any = true;

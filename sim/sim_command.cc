@@ -150,7 +150,7 @@ void print_header(const SimFlags& f, const Topology& t, int ranks, int group,
     fmt::print("# group levels {}{} (hier; rings: groups of {}), hier inner {}\n",
                coll::group_levels_name(g, f.upper_groups), f.rotate_levels ? ", rotated" : "", g,
                coll::join_names(inners_of(f)));
-  if (f.prefer_biring)
+  if (f.prefer_biring && (f.coll == "allreduce" || group == 0))  // where the rule uses it
     fmt::print(
         "# rings have the reverse ring's links to themselves: auto's built-in rule prefers "
         "biring\n");
@@ -312,7 +312,8 @@ std::vector<Candidate> runnable_candidates(const SimFlags& f, int ranks, int gro
   std::vector<Candidate> out;
   for (const Candidate& c : make_candidates(f)) {
     if (all && c.algo == Algorithm::kHierarchical) {
-      const auto why = coll::hier_inner_refusal(kind, ranks, group, c.inner);
+      const bool levels = !f.upper_groups.empty() || f.rotate_levels;
+      const auto why = coll::hier_inner_refusal(kind, ranks, group, c.inner, levels);
       if (!why.empty()) {
         skipped.push_back(
             fmt::format("{} skipped: {}", coll::candidate_label(c.algo, c.chunks, c.inner), why));
@@ -373,17 +374,19 @@ void write_tuning_table(const SimFlags& f, const Topology& topo, int ranks, int 
              f.coll, ranks, f.tune_path, f.tune_path, coll::describe_bands(table, "#   "));
 }
 
-// --group-size with levels (4x4) and --rotate-levels: hier all-reduce's.
+// --group-size with levels (4x4) and --rotate-levels: hier's (has_levels).
 void check_levels(const SimFlags& f, int ranks) {
   const std::string levels = coll::group_levels_name(f.group_size, f.upper_groups);
-  if (f.rotate_levels && f.coll != "allreduce")
-    throw InvalidArgument(
-        fmt::format("--rotate-levels: hier all-reduce's only, not --coll {}", f.coll));
-  if (f.upper_groups.empty()) return;
-  if (f.coll != "allreduce")
+  const bool has = coll::has_levels(coll::parse_collective(f.coll, "--coll"));
+  if (f.rotate_levels && !has)
     throw InvalidArgument(fmt::format(
-        "--group-size: levels ({}) are hier all-reduce's only, not --coll {} (allowed: one "
-        "group size)",
+        "--rotate-levels: hier's only (allreduce, reducescatter, allgather), not --coll {}",
+        f.coll));
+  if (f.upper_groups.empty()) return;
+  if (!has)
+    throw InvalidArgument(fmt::format(
+        "--group-size: levels ({}) are hier's only (allreduce, reducescatter, allgather), not "
+        "--coll {} (allowed: one group size)",
         levels, f.coll));
   const std::int64_t span = coll::group_levels_span(f.group_size, f.upper_groups);
   if (ranks % span != 0)
@@ -471,11 +474,13 @@ struct TraceFile {
   bool finished = false;
 };
 
-// The topology's levels for hier all-reduce (a torus's dimensions, rotated)
-// where no --group-size or --rotate-levels is given and they divide the ranks.
+// The topology's levels for hier (a torus's dimensions, rotated) where no
+// --group-size or --rotate-levels is given and they divide the ranks.
 SimFlags with_topology_levels(const SimFlags& f, const Topology& t, int ranks) {
   SimFlags out = f;
-  if (f.group_size != 0 || f.rotate_levels || f.coll != "allreduce") return out;
+  if (f.group_size != 0 || f.rotate_levels ||
+      !coll::has_levels(coll::parse_collective(f.coll, "--coll")))
+    return out;
   if (!t.rotate_levels_hint && t.upper_groups_hint.empty()) return out;
   const std::int64_t span = coll::group_levels_span(t.group_size_hint, t.upper_groups_hint);
   if (span < 1 || ranks % span != 0) return out;

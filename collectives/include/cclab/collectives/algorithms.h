@@ -50,15 +50,18 @@ struct AlgoConfig {
   // differ in it still match. Executors set it from the call's pointers
   // (output_is_disjoint); the checker proves each setting in its placement.
   bool disjoint_output = false;
-  // hier all-reduce: levels above the groups of group_size, innermost first,
-  // each a number of the level below's groups per group (group_size 4 and
-  // {4} on a 4x4x4 torus: reduce-scatter along x, then along y, all-reduce
-  // along z, all-gather back); `inner` runs across the top level's groups.
-  // Empty: two levels. Written 4x4 (group_levels_name).
+  // hier (all-reduce, reduce-scatter, all-gather: has_levels): levels above
+  // the groups of group_size, innermost first, each a number of the level
+  // below's groups per group (group_size 4 and {4} on a 4x4x4 torus:
+  // reduce-scatter along x, then along y, all-reduce along z, all-gather
+  // back); `inner` runs across the top level's groups (reduce-scatter's and
+  // all-gather's: the ring, as along the others). Empty: two levels.
+  // Written 4x4 (group_levels_name).
   std::vector<int> upper_groups = {};
-  // hier all-reduce: a part of the vector per level (the top one included),
-  // part w visiting the levels from level w round (x-y-z, y-z-x, z-x-y), the
-  // parts at once: on a torus every dimension works in every phase.
+  // hier (has_levels): a part of the vector (of each rank's block) per level,
+  // the top one included, part w visiting the levels from level w round
+  // (x-y-z, y-z-x, z-x-y), the parts at once: on a torus every dimension
+  // works in every phase.
   bool rotate_levels = false;
   // For the built-in rule only (executors ignore it): the network gives a
   // ring's sends and the reverse ring's links of their own (a torus, a ring
@@ -81,6 +84,20 @@ std::string group_levels_name(int group_size, const std::vector<int>& upper);
 // The ranks in one of the top level's groups: the group size times every
 // upper level (4x4: 16), held at 2^40 past that, above any rank count.
 std::int64_t group_levels_span(int group_size, const std::vector<int>& upper);
+
+// The ranks as a grid, one dimension per level (hier's levels; cclab sim's
+// test of a topology's rings): `size` ranks `stride` apart along each, the
+// group size's first, then each upper level's, then the top groups' (n over
+// their product), dimensions of one rank left out. All the ranks as one
+// dimension where the group size is 0 or the levels do not divide them.
+struct GridDim {
+  int size = 1;
+  int stride = 1;
+  int coord(int rank) const { return rank / stride % size; }
+  // The first rank of `rank`'s line along this dimension.
+  int line_base(int rank) const { return rank - coord(rank) * stride; }
+};
+std::vector<GridDim> rank_grid(int ranks, int group_size, const std::vector<int>& upper);
 
 // Which algorithms implement a collective (kAuto excluded), in display order.
 std::vector<Algorithm> algorithms_for(CollectiveKind kind);
@@ -133,7 +150,9 @@ bool hd_pipelines_between(int groups);
 // all-gather's hd needs a power of two of groups. make_schedule refuses the
 // config with it ("inner: ..."), CCLAB_ALGO falls back past it, a tuning table
 // is refused with it, cclab check skips the rank count.
-std::string hier_inner_refusal(CollectiveKind kind, int ranks, int group_size, Algorithm inner);
+// In levels (`levels`: upper_groups or rotate_levels) they run the ring only.
+std::string hier_inner_refusal(CollectiveKind kind, int ranks, int group_size, Algorithm inner,
+                               bool levels = false);
 
 // The built-in size rule select_algorithm() falls back on without a tuning
 // table for the call: below 8 ranks direct while (ranks-1) x bytes is at most
@@ -170,6 +189,9 @@ inline constexpr std::uint64_t kGroupedHdBlockLimit = 1u << 10;
 inline constexpr int kGroupedHdInnerFrom = 4;
 inline constexpr std::uint64_t kGroupedRingShareFrom = 512u << 10;
 bool has_groups(const CollectiveShape& shape, const AlgoConfig& config);
+// Whether `kind`'s hier takes levels (AlgoConfig::upper_groups,
+// rotate_levels): all-reduce, reduce-scatter, all-gather.
+bool has_levels(CollectiveKind kind);
 // The groups of config's top level: ranks over the group size times its
 // upper_groups (1 where they span every rank).
 int top_groups(int ranks, const AlgoConfig& config);
