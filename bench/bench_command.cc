@@ -69,12 +69,13 @@ void add_collective_options(CLI::App& cmd, BenchFlags& f) {
                  "the selector")
       ->capture_default_str();
   cmd.add_option("--group-size", f.group_size,
-                 "hier: ranks per group (0: default); hier all-reduce takes levels, 2x2: groups "
+                 "hier: ranks per group (0: default); hier takes levels, 2x2: groups "
                  "of 2 ranks, then of 2 groups")
       ->capture_default_str();
-  cmd.add_flag("--rotate-levels", f.rotate_levels,
-               "hier all-reduce: a part of the vector per level (the top one too), each starting "
-               "from its own, all at once");
+  cmd.add_flag(
+      "--rotate-levels", f.rotate_levels,
+      "hier: a part of the vector (of each block) per level (the top one too), each starting "
+      "from its own, all at once");
   cmd.add_option(
          "--inner", f.inner,
          "hier: the algorithm between groups (all-reduce: ring, tree, hd, direct, biring (also "

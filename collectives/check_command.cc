@@ -207,9 +207,9 @@ void add_check_command(CLI::App& app) {
         args->group_size = levels.group_size;
         args->upper_groups = std::move(levels.upper);
       },
-      "hierarchical group size (0: default); hier all-reduce takes levels, e.g. 4x4");
+      "hierarchical group size (0: default); hier takes levels, e.g. 4x4");
   cmd->add_flag("--rotate-levels", args->rotate_levels,
-                "hier all-reduce: a part of the vector per level, each starting from its own");
+                "hier: a part of the vector (of each block) per level, each starting from its own");
   cmd->add_option(
       "--inner", args->inner,
       "hier's inner algorithm (ring, tree, hd, direct, biring); a comma list (or all) checks each");

@@ -58,10 +58,10 @@ void parse_table_levels(const json& doc, TuningTable& t) {
   }
   if (doc.contains("rotate_levels"))
     t.rotate_levels = field_as<bool>(doc, "rotate_levels", "rotate_levels", source);
-  if ((!t.upper_groups.empty() || t.rotate_levels) && t.collective != CollectiveKind::kAllReduce)
-    bad_field(
-        source, t.upper_groups.empty() ? "rotate_levels" : "upper_groups",
-        fmt::format("levels are hier all-reduce's only, not {}", collective_name(t.collective)));
+  if ((!t.upper_groups.empty() || t.rotate_levels) && !has_levels(t.collective))
+    bad_field(source, t.upper_groups.empty() ? "rotate_levels" : "upper_groups",
+              fmt::format("levels are hier's only (allreduce, reducescatter, allgather), not {}",
+                          collective_name(t.collective)));
 }
 
 // A band's "inner": hier's algorithm between groups (all-reduce: any inner

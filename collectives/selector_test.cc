@@ -493,6 +493,12 @@ TEST(Selector, TableLevelsApplyToItsHierBands) {
             "tuning table 't.json': upper_groups: expected an array of integers");
   EXPECT_EQ(err("\"rotate_levels\": true", "\"rotate_levels\": 1"),
             "tuning table 't.json': rotate_levels: expected true or false, got 1");
+  // Reduce-scatter's and all-gather's hier take levels too; broadcast has no hier.
+  EXPECT_EQ(err("\"collective\": \"allreduce\"", "\"collective\": \"reducescatter\""),
+            "(no error)");
+  EXPECT_EQ(err("\"collective\": \"allreduce\"", "\"collective\": \"broadcast\""),
+            "tuning table 't.json': upper_groups: levels are hier's only (allreduce, "
+            "reducescatter, allgather), not broadcast");
 }
 
 TEST(Selector, EachRankCountHasItsTable) {

@@ -554,9 +554,10 @@ void add_sim_command(CLI::App& app) {
         flags->upper_groups = std::move(levels.upper);
       },
       "hier, rings: ranks per group (default: the topology's, e.g. gpus per node); hier "
-      "all-reduce takes levels, 4x4: groups of 4 ranks, then of 4 groups (a 3-D torus' x, y, z)");
+      "takes levels (not broadcast's), 4x4: groups of 4 ranks, then of 4 groups (a 3-D torus' "
+      "x, y, z)");
   cmd->add_flag("--rotate-levels", flags->rotate_levels,
-                "hier all-reduce: a part of the vector per level (the top one too), part w "
+                "hier: a part of the vector (of each block) per level (the top one too), part w "
                 "starting from level w, all at once: on a torus every dimension works in every "
                 "phase");
   cmd->add_option("--inner", flags->inner,

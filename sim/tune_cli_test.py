@@ -126,6 +126,18 @@ class Tune(unittest.TestCase):
                 self.assertEqual(", hier in levels 4x4, rotated)" in r["reason"], hier, r)
                 self.assertEqual("g=4x4,rotated" in r["schedule"], hier, r)
 
+    def test_auto_follows_a_reduce_scatter_sweep_in_a_torus_levels(self):
+        # Reduce-scatter on a 4x4x2 torus runs hier in its levels by default
+        # (4x4, rotated); the table keeps them, and auto's hier bands run the
+        # swept schedules (the same predictions).
+        extra = ["--coll", "reducescatter"]
+        chosen = self.check_auto_follows_the_sweep("torus3d:x=4,y=4,z=2,bw=50GBps", extra)
+        self.assertTrue(any(c.startswith("hier") for c in chosen), chosen)
+        with open(f"{self.tmp}/table.json") as f:
+            doc = json.load(f)
+        self.assertEqual((doc["collective"], doc["upper_groups"], doc["rotate_levels"]),
+                         ("reducescatter", [4], True))
+
     def test_bench_auto_runs_the_inner_algorithm_of_a_simulated_table(self):
         # 4 ranks in groups of 2: between groups direct (one step) beats the
         # ring (two) at small sizes, so the table says hier/direct there.

@@ -44,7 +44,7 @@ struct TuningTable {
   std::string topology;  // what it was tuned for (a description, not checked)
   int ranks = 0;
   int group_size = 0;             // hier's group size when tuned (0: the default)
-  std::vector<int> upper_groups;  // hier all-reduce's levels when tuned (AlgoConfig's)
+  std::vector<int> upper_groups;  // hier's levels when tuned (AlgoConfig's)
   bool rotate_levels = false;     // and whether they ran rotated
   std::vector<TuningBand> bands;  // min_bytes strictly increasing, the first 0
 
