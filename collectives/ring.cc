@@ -533,8 +533,8 @@ Program way_reduce_scatter(LevelsWay way, int me, std::uint64_t count, int chunk
 }
 
 // One way's all-gather: the dimensions in the reverse order, in the output.
-Program way_all_gather(LevelsWay way, int me, std::uint64_t count, int chunks) {
-  Emitter e("all-gather");
+Program way_all_gather(LevelsWay way, int me, std::uint64_t count, int chunks, Frame frame = {}) {
+  Emitter e("all-gather", frame);
   for (int i = static_cast<int>(way.order.size()) - 1; i >= 0; --i) {
     if (i + 1 < static_cast<int>(way.order.size())) co_yield e.fence();
     CCLAB_YIELD_ALL(rings_phase(way_rings(way, me, i, count), me, chunks, false, {}, e));
@@ -550,10 +550,14 @@ Program levels_reduce_scatter(int me, std::uint64_t count, int chunks, std::vect
     if (count > 0) co_yield e.copy({BufferId::kInput, 0, count}, {BufferId::kOutput, 0, count});
     co_return;
   }
-  std::vector<Program> ways;
-  for (const LevelsWay& w : levels_ways(count, dims, rotate))
-    ways.push_back(way_reduce_scatter(w, me, count, chunks));
-  CCLAB_YIELD_FROM(interleave(std::move(ways), e.next_id()), e);
+  const std::vector<LevelsWay> ways = levels_ways(count, dims, rotate);
+  if (ways.size() == 1) {  // one way round: no interleaving to pay for
+    CCLAB_YIELD_FROM(way_reduce_scatter(ways[0], me, count, chunks), e);
+    co_return;
+  }
+  std::vector<Program> programs;
+  for (const LevelsWay& w : ways) programs.push_back(way_reduce_scatter(w, me, count, chunks));
+  CCLAB_YIELD_FROM(interleave(std::move(programs), e.next_id()), e);
 }
 
 Program levels_all_gather(int me, std::uint64_t count, int chunks, std::vector<GridDim> dims,
@@ -562,10 +566,14 @@ Program levels_all_gather(int me, std::uint64_t count, int chunks, std::vector<G
   if (count > 0)
     co_yield e.copy({BufferId::kInput, 0, count},
                     {BufferId::kOutput, static_cast<std::uint64_t>(me) * count, count});
-  std::vector<Program> ways;
-  for (const LevelsWay& w : levels_ways(count, dims, rotate))
-    ways.push_back(way_all_gather(w, me, count, chunks));
-  CCLAB_YIELD_FROM(interleave(std::move(ways), e.next_id()), e);
+  const std::vector<LevelsWay> ways = levels_ways(count, dims, rotate);
+  if (ways.size() == 1) {
+    CCLAB_YIELD_FROM(way_all_gather(ways[0], me, count, chunks, e.next_frame()), e);
+    co_return;
+  }
+  std::vector<Program> programs;
+  for (const LevelsWay& w : ways) programs.push_back(way_all_gather(w, me, count, chunks));
+  CCLAB_YIELD_FROM(interleave(std::move(programs), e.next_id()), e);
 }
 
 Program hier_reduce_scatter(int n, int me, std::uint64_t count, int chunks, int group_size,
