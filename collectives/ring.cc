@@ -48,6 +48,10 @@
 // along the rail first, then the G rings inside the group. Traffic between
 // groups is (G-1) blocks per rank, as the rings', in G-1 steps instead of n-1:
 // (g-1)(a_in + G S/(n B_in)) + (G-1)(a_out + S/(n B_out)) for S = n blocks.
+// In levels (GridRings, levels_reduce_scatter) the same along each dimension
+// of the rank grid in turn, a ring per line of the dimensions not yet done;
+// two levels are its case of two dimensions, and rotated levels cut each
+// block into a part per dimension, each starting from its own.
 #include <algorithm>
 #include <tuple>
 #include <utility>
