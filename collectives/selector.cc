@@ -112,6 +112,19 @@ TuningBand parse_band(const json& b, CollectiveKind kind, const std::string& fie
   return band;
 }
 
+// The caller's chunks where it asked for some, else what the rule gives
+// (`rule`).
+std::string chunks_phrase(const AlgoConfig& requested, std::string rule) {
+  if (requested.chunks > 1) return fmt::format("the {} chunks asked for", requested.chunks);
+  return rule;
+}
+
+// Up to kHierMinChunks chunks while `what` stays kHierMinChunkBytes or more.
+std::string wave_phrase(const AlgoConfig& requested, std::string_view what) {
+  return chunks_phrase(requested, fmt::format("up to {} chunks while {} {} or more", kHierMinChunks,
+                                              what, bytes_label(kHierMinChunkBytes)));
+}
+
 // What the grouped rule runs past its smallest messages: hier in chunks (a
 // pipeline), all-reduce's with the ring or, between many groups while a
 // group's share is small, hd.
@@ -120,24 +133,22 @@ std::string grouped_hier_rule(const CollectiveShape& shape, const AlgoConfig& re
   // whole buffer, with the floor on what a chunk's pieces must stay.
   const auto chunks = [&](std::string_view of, std::string_view floor,
                           std::uint64_t min_chunk = kHierMinChunkBytes) {
-    if (requested.chunks > 1) return fmt::format("the {} chunks asked for", requested.chunks);
     if (min_chunk >= kHierChunkBytes)  // no floor
-      return fmt::format("chunks of {}{} (at most {})", bytes_label(kHierChunkBytes), of,
-                         kHierMaxChunks);
-    return fmt::format("chunks of {}{} (at most {}; at least {} while {} {} or more)",
-                       bytes_label(kHierChunkBytes), of, kHierMaxChunks, kHierMinChunks, floor,
-                       bytes_label(min_chunk));
+      return chunks_phrase(
+          requested, fmt::format("chunks of {}{} (at most {})", bytes_label(kHierChunkBytes), of,
+                                 kHierMaxChunks));
+    return chunks_phrase(
+        requested, fmt::format("chunks of {}{} (at most {}; at least {} while {} {} or more)",
+                               bytes_label(kHierChunkBytes), of, kHierMaxChunks, kHierMinChunks,
+                               floor, bytes_label(min_chunk)));
   };
   const int groups = shape.ranks / requested.group_size;
   const bool hd_pipelines = grouped_rule_pipelines_hd(groups);
   const bool levels = !requested.upper_groups.empty() || requested.rotate_levels;
   if (shape.kind != CollectiveKind::kAllReduce && levels)
-    return fmt::format(
-        "hier with the ring across its {} top groups, in {}", top_groups(shape.ranks, requested),
-        requested.chunks > 1 ? fmt::format("the {} chunks asked for", requested.chunks)
-                             : fmt::format("up to {} chunks while a rank's block splits into "
-                                           "pieces of {} or more",
-                                           kHierMinChunks, bytes_label(kHierMinChunkBytes)));
+    return fmt::format("hier with the ring across its {} top groups, in {}",
+                       top_groups(shape.ranks, requested),
+                       wave_phrase(requested, "a rank's block splits into pieces of"));
   if (shape.kind != CollectiveKind::kAllReduce)
     return fmt::format("hier{} in {}",
                        hd_pipelines ? fmt::format(" with hd between its {} groups", groups) : "",
@@ -177,10 +188,7 @@ std::string two_way_rule(const CollectiveShape& shape, const AlgoConfig& request
   std::string past = "biring";
   if (grouped)
     past = fmt::format("hier with biring in its {}, in {}", groups_phrase(requested),
-                       requested.chunks > 1
-                           ? fmt::format("the {} chunks asked for", requested.chunks)
-                           : fmt::format("up to {} chunks while they stay {} or more",
-                                         kHierMinChunks, bytes_label(kHierMinChunkBytes)));
+                       wave_phrase(requested, "they stay"));
   return fmt::format(
       "built-in size rule on links both ways (the reverse ring's are its own): below 8 ranks "
       "direct while (ranks-1) x bytes is at most {}, from 8 ranks hd while a rank's block is at "
@@ -189,10 +197,23 @@ std::string two_way_rule(const CollectiveShape& shape, const AlgoConfig& request
       bytes_label(two_way_hd_block_limit(shape.ranks, requested)), past);
 }
 
+// Broadcast's (broadcast_chain_pieces).
+std::string broadcast_rule(const AlgoConfig& requested) {
+  const std::string chain = requested.prefer_biring
+                                ? "the pipelined chain each way round (biring; links both ways)"
+                                : "the pipelined chain (ring)";
+  const std::string in = chunks_phrase(
+      requested,
+      fmt::format("chunks of {} (at most {})", bytes_label(kBroadcastChunkBytes), kHierMaxChunks));
+  return fmt::format(
+      "built-in size rule: from 3 ranks {} in {} where bytes make at least ranks/2 of {}, else "
+      "tree up to 64 KiB or below 8 ranks, else hd",
+      chain, in, bytes_label(kBroadcastChunkBytes));
+}
+
 std::string builtin_rule(const CollectiveShape& shape, const AlgoConfig& requested) {
   if (takes_two_way_rule(shape, requested)) return two_way_rule(shape, requested);
-  if (shape.kind == CollectiveKind::kBroadcast)
-    return "built-in size rule: tree up to 64 KiB or below 8 ranks, else hd";
+  if (shape.kind == CollectiveKind::kBroadcast) return broadcast_rule(requested);
   const bool grouped = has_groups(shape, requested);
   std::string whose, past = "ring";
   if (grouped) {

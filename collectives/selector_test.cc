@@ -375,10 +375,10 @@ TEST(Selector, ForcedChoiceWinsOverTheTable) {
   s.forced = AlgoConfig{Algorithm::kDirect, 1};
   const Selection b = select_algorithm({CollectiveKind::kBroadcast, 8, 100, 0}, 4, {}, s);
   EXPECT_EQ(b.config.algo, Algorithm::kTree);
-  EXPECT_EQ(
-      b.reason,
-      "CCLAB_ALGO=direct does not implement broadcast; built-in size rule: tree up to 64 KiB or "
-      "below 8 ranks, else hd");
+  EXPECT_EQ(b.reason,
+            "CCLAB_ALGO=direct does not implement broadcast; built-in size rule: from 3 ranks the "
+            "pipelined chain (ring) in chunks of 256 KiB (at most 256) where bytes make at least "
+            "ranks/2 of 256 KiB, else tree up to 64 KiB or below 8 ranks, else hd");
 }
 
 // CCLAB_ALGO=hier/tree runs all-reduce's hier with a tree between groups;
@@ -680,8 +680,10 @@ TEST(Selector, BuiltInRuleUsesTheGroupsItIsGiven) {
     EXPECT_EQ(flat.config.algo, Algorithm::kRing) << group;
     EXPECT_EQ(flat.reason.find("groups"), std::string::npos) << flat.reason;
   }
-  EXPECT_EQ(chosen(CollectiveKind::kBroadcast, 32, 1 << 20, 8).config.algo,
-            Algorithm::kHalvingDoubling);
+  // Broadcast keeps its flat rule in groups: hd at 2 MiB on 32 ranks, the
+  // chain from 4 MiB.
+  EXPECT_EQ(candidate_label(chosen(CollectiveKind::kBroadcast, 32, 512 << 10, 8).config), "hd");
+  EXPECT_EQ(candidate_label(chosen(CollectiveKind::kBroadcast, 32, 1 << 20, 8).config), "ring:16");
 }
 
 // Asked for in levels, the built-in rule's hier keeps them: phased, the
@@ -719,6 +721,56 @@ TEST(Selector, BuiltInRuleRunsHierInTheLevelsItIsGiven) {
   EXPECT_FALSE(small.config.rotate_levels);
 }
 
+// Broadcast: from 3 ranks the pipelined chain in pieces of 256 KiB once the
+// buffer makes ranks/2 of them (its (n-2+C)/C message times then near hd's
+// 2), as many chunks rounded down to a power of two, at most 256; each way
+// round, a piece each, where told the links carry both ways; the caller's
+// chunks kept. Else the unpipelined rule: tree up to 64 KiB or below 8
+// ranks, hd.
+TEST(Selector, BuiltInBroadcastRulePipelinesTheChain) {
+  const SelectorSettings none;
+  const auto choose = [&](int n, std::uint64_t bytes, AlgoConfig c = {}, std::size_t elem = 4) {
+    return select_algorithm({CollectiveKind::kBroadcast, n, bytes / elem, 0}, elem, c, none);
+  };
+  const auto label = [&](int n, std::uint64_t bytes, AlgoConfig c = {}, std::size_t elem = 4) {
+    return candidate_label(choose(n, bytes, c, elem).config);
+  };
+  constexpr std::uint64_t kKiB = 1024, kMiB = kKiB * kKiB;
+  // Two ranks: one send, nothing to pipeline.
+  EXPECT_EQ(label(2, 64 * kMiB), "tree");
+  // Three ranks: two pieces make it (512 KiB), one does not.
+  EXPECT_EQ(label(3, 512 * kKiB), "ring:2");
+  EXPECT_EQ(label(3, 512 * kKiB - 4), "tree");
+  // 16 ranks: 8 pieces at 2 MiB; below, the unpipelined rule's hd (from 8
+  // ranks, past 64 KiB).
+  EXPECT_EQ(label(16, 2 * kMiB), "ring:8");
+  EXPECT_EQ(label(16, 2 * kMiB - 4), "hd");
+  EXPECT_EQ(label(16, 64 * kKiB), "tree");
+  // A power of two of pieces (3 MiB: 8), at most 256 (1 GiB of doubles).
+  EXPECT_EQ(label(16, 3 * kMiB), "ring:8");
+  EXPECT_EQ(label(16, 1024 * kMiB, {}, 8), "ring:256");
+  // Links both ways: biring, half as many chunks (a piece each way).
+  AlgoConfig both;
+  both.prefer_biring = true;
+  EXPECT_EQ(label(16, 2 * kMiB, both), "biring:4");
+  EXPECT_EQ(label(3, 512 * kKiB, both), "biring");
+  EXPECT_EQ(label(16, 2 * kMiB - 4, both), "hd");
+  // The caller's chunks stay, with the chain or without.
+  AlgoConfig three{Algorithm::kAuto, 3};
+  EXPECT_EQ(label(16, 2 * kMiB, three), "ring:3");
+  EXPECT_EQ(label(4, 4 * kKiB, three), "tree:3");
+  // The reason names the rule and its chain.
+  EXPECT_NE(choose(16, 2 * kMiB, both)
+                .reason.find(
+                    "built-in size rule: from 3 ranks the pipelined chain each way round (biring; "
+                    "links both ways) in chunks of 256 KiB (at most 256) where bytes make at least "
+                    "ranks/2 of 256 KiB, else tree up to 64 KiB or below 8 ranks, else hd"),
+            std::string::npos)
+      << choose(16, 2 * kMiB, both).reason;
+  EXPECT_NE(choose(16, 2 * kMiB, three).reason.find("in the 3 chunks asked for"), std::string::npos)
+      << choose(16, 2 * kMiB, three).reason;
+}
+
 // Told that the reverse ring's links are idle (prefer_biring, as cclab sim
 // is on a torus or a ring of direct links), the rule runs biring where it
 // ran the ring, hier/biring between groups and in levels (in up to 4 chunks
@@ -751,9 +803,9 @@ TEST(Selector, BuiltInRuleOnLinksBothWaysRunsBiring) {
             Algorithm::kBiRing);
   EXPECT_EQ(choose(CollectiveKind::kAllGather, 16, 1u << 10, flat).config.algo, Algorithm::kBiRing);
   EXPECT_EQ(choose(CollectiveKind::kAllReduce, 4, 1024, flat).config.algo, Algorithm::kDirect);
-  // Broadcast keeps its rule.
-  EXPECT_EQ(choose(CollectiveKind::kBroadcast, 16, 16u << 20, flat).config.algo,
-            Algorithm::kHalvingDoubling);
+  // Broadcast's chain goes each way round, a piece of 256 KiB each.
+  EXPECT_EQ(candidate_label(choose(CollectiveKind::kBroadcast, 16, 16u << 20, flat).config),
+            "biring:128");
 
   // Rotated levels 4x4 of 64 ranks (a 4x4x4 torus): hier/biring in 4 chunks
   // from 256 KiB, in 2 at 128 KiB, unchunked below, hd at a block of 16 B.

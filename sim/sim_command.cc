@@ -53,8 +53,9 @@ struct SimFlags {
   std::optional<std::string> trace_ranks, trace_window;  // filters of --trace
   std::optional<int> links;  // --links: the busiest links listed under each row, after the tiers
   // Not a flag: the topology's routes give the ranks' rings the reverse
-  // ring's links to themselves (reverse_rings_disjoint), so auto's built-in
-  // rule prefers biring (AlgoConfig::prefer_biring).
+  // ring's links to themselves (reverse_rings_disjoint; broadcast's: the ring
+  // of all ranks), so auto's built-in rule prefers biring
+  // (AlgoConfig::prefer_biring).
   bool prefer_biring = false;
 };
 
@@ -150,7 +151,7 @@ void print_header(const SimFlags& f, const Topology& t, int ranks, int group,
     fmt::print("# group levels {}{} (hier; rings: groups of {}), hier inner {}\n",
                coll::group_levels_name(g, f.upper_groups), f.rotate_levels ? ", rotated" : "", g,
                coll::join_names(inners_of(f)));
-  if (f.prefer_biring && (f.coll == "allreduce" || group == 0))  // where the rule uses it
+  if (f.prefer_biring && (f.coll == "allreduce" || f.coll == "broadcast" || group == 0))
     fmt::print(
         "# rings have the reverse ring's links to themselves: auto's built-in rule prefers "
         "biring\n");
@@ -501,7 +502,11 @@ void run_sim(const SimFlags& given) {
   SimFlags f = with_topology_levels(given, topo, ranks);
   TraceFilter filter = trace_filter(f, ranks);
   const int group = group_size_for(f, topo, ranks);
-  f.prefer_biring = runs_auto(f) && reverse_rings_disjoint(topo, ranks, group, f.upper_groups);
+  // Broadcast's chain goes round all the ranks in rank order, ignoring groups.
+  const bool flat = f.coll == "broadcast";
+  f.prefer_biring =
+      runs_auto(f) && reverse_rings_disjoint(topo, ranks, flat ? 0 : group,
+                                             flat ? std::vector<int>{} : f.upper_groups);
   std::vector<std::string> skipped;
   const auto candidates = runnable_candidates(f, ranks, group, lo, skipped);
   print_header(f, topo, ranks, group, skipped);

@@ -181,9 +181,9 @@ Algorithm choose_algorithm(const CollectiveShape& shape, std::size_t elem_bytes)
 // their whole buffer and a rank's block, with hd between the groups where
 // grouped_rule_pipelines_hd(). Chunks above 1 are the caller's and kept. In
 // levels (upper_groups, rotate_levels) all-reduce's hier runs phased: the
-// same inner rule across top_groups(), unchunked. Without such groups, and
-// for broadcast, choose_algorithm(). Returns `config` with algo
-// (and inner, chunks) set.
+// same inner rule across top_groups(), unchunked. Without such groups,
+// choose_algorithm(); broadcast: broadcast_chain_pieces() below. Returns
+// `config` with algo (and inner, chunks) set.
 inline constexpr std::uint64_t kGroupedDirectTrafficLimit = 64u << 10;
 inline constexpr std::uint64_t kGroupedHdBlockLimit = 1u << 10;
 inline constexpr int kGroupedHdInnerFrom = 4;
@@ -243,6 +243,24 @@ bool rotated_levels_unequal(int ranks, const AlgoConfig& config);
 std::uint64_t two_way_hd_block_limit(int ranks, const AlgoConfig& config);
 // Whether choose_config takes that rule for the call.
 bool takes_two_way_rule(const CollectiveShape& shape, const AlgoConfig& config);
+// Broadcast, groups or none: from 3 ranks, where the buffer makes at least
+// ranks/2 pieces of kBroadcastChunkBytes (broadcast_chain_pieces), the
+// pipelined chain in that many chunks, each way round where
+// config.prefer_biring (biring in half as many chunks, a piece each), else
+// the ring; past them choose_algorithm()'s unpipelined tree or hd. Chunks
+// above 1 are the caller's and kept. The chain's (n-2+C)/C whole-message
+// times beat hd's 2 once its C chunks reach about n, the tree's
+// ceil(log2 n) before. In the simulator smaller pieces still win (it charges
+// a message no cost of its own); over gloo on 4 emulated hosts of 1 Gbit/s,
+// pieces of 64 KiB and 256 KiB took the same time, on the threads backend
+// (4 ranks) 256 KiB led 64 KiB and 1 MiB, over gloo on one host's
+// loopback (4 ranks on 2 cores) 256 KiB took 1.4-1.6x 1 MiB's time and the
+// unpipelined tree led both (README, "Choosing").
+inline constexpr std::uint64_t kBroadcastChunkBytes = 256u << 10;
+// bytes / kBroadcastChunkBytes rounded down to a power of two, at most
+// kHierMaxChunks, or 0 where the chain does not take the broadcast of
+// `bytes` at `ranks` ranks.
+int broadcast_chain_pieces(int ranks, std::uint64_t bytes);
 AlgoConfig choose_config(const CollectiveShape& shape, std::size_t elem_bytes, AlgoConfig config);
 
 // Validates the pair and builds the schedule; throws InvalidArgument naming the
