@@ -516,19 +516,28 @@ namespace {
 
 // Broadcast's rule (broadcast_chain_pieces). Simulated at 50 GB/s, 1
 // KiB-256 MiB in steps of 4 (README, "Choosing"): against the fastest row of
-// tree, hd, ring and biring in 1-1024 chunks of 16 KiB or more, this rule
-// took 1.18x its time (geometric mean over a switch of 4 and of 16, a fat
-// tree of 64, nodes of 2x4 and 8x8 GPUs, rings of 6 and 16, tori 8x8 and
-// 4x4x4), the unpipelined tree or hd 1.62x; on a ring of 16 at 64 MiB
-// biring:128 took 823 us, hd 7076. Over gloo on 4 emulated hosts of 1 Gbit/s
-// ring:64 took 147 ms at 16 MiB, the tree 356.
+// tree, hd, ring, biring and rings in 1-1024 chunks of pieces of 16 KiB or
+// more, this rule took 1.16x its time (geometric mean over a switch of 4 and
+// of 16, a fat tree of 64, nodes of 2x4 and 8x8 GPUs, rings of 6 and 16,
+// tori 8x8 and 4x4x4), the unpipelined tree or hd 1.72x; on a ring of 16 at
+// 64 MiB biring:128 took 823 us, hd 7076; on 8 nodes of 8 GPUs rings:32 506,
+// ring:256 1490, hd 2411. Over gloo on 4 emulated hosts of 1 Gbit/s ring:64
+// took 147 ms at 16 MiB, the tree 356.
 AlgoConfig choose_broadcast(const CollectiveShape& shape, std::size_t elem_bytes,
                             AlgoConfig config) {
   config.algo = choose_algorithm(shape, elem_bytes);
   const int pieces = broadcast_chain_pieces(shape.ranks, shape.count * elem_bytes);
   if (pieces == 0) return config;
-  config.algo = config.prefer_biring ? Algorithm::kBiRing : Algorithm::kRing;
-  if (config.chunks == 1) config.chunks = config.prefer_biring ? std::max(pieces / 2, 1) : pieces;
+  int ways = 1;  // chains side by side, a piece each
+  config.algo = Algorithm::kRing;
+  if (config.prefer_biring) {
+    config.algo = Algorithm::kBiRing;
+    ways = 2;
+  } else if (config.prefer_rails && has_groups(shape, config)) {
+    config.algo = Algorithm::kRings;
+    ways = config.group_size;
+  }
+  if (config.chunks == 1) config.chunks = std::max(pieces / ways, 1);
   return config;
 }
 

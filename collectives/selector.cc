@@ -198,10 +198,15 @@ std::string two_way_rule(const CollectiveShape& shape, const AlgoConfig& request
 }
 
 // Broadcast's (broadcast_chain_pieces).
-std::string broadcast_rule(const AlgoConfig& requested) {
-  const std::string chain = requested.prefer_biring
-                                ? "the pipelined chain each way round (biring; links both ways)"
-                                : "the pipelined chain (ring)";
+std::string broadcast_rule(const CollectiveShape& shape, const AlgoConfig& requested) {
+  std::string chain = "the pipelined chain (ring)";
+  if (requested.prefer_biring)
+    chain = "the pipelined chain each way round (biring; links both ways)";
+  else if (requested.prefer_rails && has_groups(shape, requested))
+    chain = fmt::format(
+        "the pipelined chain on the rails of its groups of {} (rings; their own links between the "
+        "groups)",
+        requested.group_size);
   const std::string in = chunks_phrase(
       requested,
       fmt::format("chunks of {} (at most {})", bytes_label(kBroadcastChunkBytes), kHierMaxChunks));
@@ -213,7 +218,7 @@ std::string broadcast_rule(const AlgoConfig& requested) {
 
 std::string builtin_rule(const CollectiveShape& shape, const AlgoConfig& requested) {
   if (takes_two_way_rule(shape, requested)) return two_way_rule(shape, requested);
-  if (shape.kind == CollectiveKind::kBroadcast) return broadcast_rule(requested);
+  if (shape.kind == CollectiveKind::kBroadcast) return broadcast_rule(shape, requested);
   const bool grouped = has_groups(shape, requested);
   std::string whose, past = "ring";
   if (grouped) {

@@ -724,9 +724,10 @@ TEST(Selector, BuiltInRuleRunsHierInTheLevelsItIsGiven) {
 // Broadcast: from 3 ranks the pipelined chain in pieces of 256 KiB once the
 // buffer makes ranks/2 of them (its (n-2+C)/C message times then near hd's
 // 2), as many chunks rounded down to a power of two, at most 256; each way
-// round, a piece each, where told the links carry both ways; the caller's
-// chunks kept. Else the unpipelined rule: tree up to 64 KiB or below 8
-// ranks, hd.
+// round, a piece each, where told the links carry both ways, or on the
+// rails of the groups where told they cross on links of their own; the
+// caller's chunks kept. Else the unpipelined rule: tree up to 64 KiB or
+// below 8 ranks, hd.
 TEST(Selector, BuiltInBroadcastRulePipelinesTheChain) {
   const SelectorSettings none;
   const auto choose = [&](int n, std::uint64_t bytes, AlgoConfig c = {}, std::size_t elem = 4) {
@@ -755,6 +756,30 @@ TEST(Selector, BuiltInBroadcastRulePipelinesTheChain) {
   EXPECT_EQ(label(16, 2 * kMiB, both), "biring:4");
   EXPECT_EQ(label(3, 512 * kKiB, both), "biring");
   EXPECT_EQ(label(16, 2 * kMiB - 4, both), "hd");
+  // Rails of their own between the groups: rings, 1/g as many chunks (at
+  // least 1), where the group size gives several groups of several ranks;
+  // links both ways win over them.
+  AlgoConfig rails{Algorithm::kAuto, 1, 4};
+  rails.prefer_rails = true;
+  EXPECT_EQ(label(16, 2 * kMiB, rails), "rings:2");
+  EXPECT_EQ(label(16, 64 * kMiB, rails), "rings:64");
+  EXPECT_EQ(label(8, 1 * kMiB, rails), "rings");
+  EXPECT_EQ(label(16, 2 * kMiB - 4, rails), "hd");
+  for (int g : {0, 1, 16}) {
+    AlgoConfig no_groups = rails;
+    no_groups.group_size = g;
+    EXPECT_EQ(label(16, 2 * kMiB, no_groups), "ring:8") << g;
+  }
+  AlgoConfig rails_both = rails;
+  rails_both.prefer_biring = true;
+  EXPECT_EQ(label(16, 2 * kMiB, rails_both), "biring:4");
+  EXPECT_NE(
+      choose(16, 2 * kMiB, rails)
+          .reason.find(
+              "from 3 ranks the pipelined chain on the rails of its groups of 4 (rings; their "
+              "own links between the groups) in chunks of 256 KiB"),
+      std::string::npos)
+      << choose(16, 2 * kMiB, rails).reason;
   // The caller's chunks stay, with the chain or without.
   AlgoConfig three{Algorithm::kAuto, 3};
   EXPECT_EQ(label(16, 2 * kMiB, three), "ring:3");

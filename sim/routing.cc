@@ -270,6 +270,28 @@ bool directions_apart(const Topology& t, Router& router, int ranks, coll::GridDi
 
 }  // namespace
 
+bool rails_disjoint(const Topology& t, int ranks, int group_size) {
+  const int g = group_size;
+  if (g < 2 || g >= ranks || ranks % g != 0) return false;
+  Router router(t);
+  std::vector<std::uint8_t> used(t.num_links());
+  const auto links = [&](int src, int dst) {
+    return router.route(t.endpoint(src), t.endpoint(dst)).links;
+  };
+  // Rail ring c goes through a group from its member c to c-1 (mod g), so
+  // the rings' hops inside the groups are every member's to the next.
+  for (int from = 0; from < ranks; from += g)
+    for (int i = 0; i < g; ++i)
+      for (const LinkId l : links(from + i, from + (i + 1) % g)) used[l] = 1;
+  // It leaves group G from its member c-1 for group G+1's member c
+  // (collectives' RailRings), the last group's for the first's.
+  for (int from = 0; from < ranks; from += g)
+    for (int c = 0; c < g; ++c)
+      for (const LinkId l : links(from + (c + g - 1) % g, (from + g) % ranks + c))
+        if (used[l]++ > 0) return false;
+  return true;
+}
+
 bool reverse_rings_disjoint(const Topology& t, int ranks, int group_size,
                             const std::vector<int>& upper_groups) {
   Router router(t);

@@ -57,6 +57,10 @@ struct SimFlags {
   // of all ranks), so auto's built-in rule prefers biring
   // (AlgoConfig::prefer_biring).
   bool prefer_biring = false;
+  // Not a flag: broadcast's rail rings cross between the groups on links of
+  // their own (rails_disjoint), so auto's rule runs its chain on them
+  // (AlgoConfig::prefer_rails).
+  bool prefer_rails = false;
 };
 
 // One row of the sweep: an algorithm with its chunks (and hier's inner
@@ -155,6 +159,11 @@ void print_header(const SimFlags& f, const Topology& t, int ranks, int group,
     fmt::print(
         "# rings have the reverse ring's links to themselves: auto's built-in rule prefers "
         "biring\n");
+  if (f.prefer_rails && !f.prefer_biring)
+    fmt::print(
+        "# the rails of groups of {} cross between them on links of their own: auto's built-in "
+        "rule runs broadcast's chain on them (rings)\n",
+        group);
   for (const std::string& line : skipped) fmt::print("# {}\n", line);
   fmt::print("#\n#");
   fmt::print(kColumns, "size(B)", "count", "type", "redop", "algo", "time(us)", "algbw(GB/s)",
@@ -263,7 +272,8 @@ void write_json(const std::string& path, const SimFlags& f, const Topology& t, i
       {"hier_rotate_levels", f.rotate_levels},
       {"hier_inner", coll::join_names(inners_of(f))},
       {"prefer_biring", f.prefer_biring},  // what auto's built-in rule was told
-      {"skipped", skipped}};               // candidates --inner all left out, and why
+      {"prefer_rails", f.prefer_rails},
+      {"skipped", skipped}};  // candidates --inner all left out, and why
   const nlohmann::json record = {
       {"tool", "cclab sim"}, {"config", config}, {"rows", std::move(out_rows)}};
   std::ofstream out(path);
@@ -289,6 +299,7 @@ coll::Selection choose(const coll::CollectiveShape& shape, const Candidate& c, i
     config.rotate_levels = f.rotate_levels;
   }
   config.prefer_biring = f.prefer_biring;
+  config.prefer_rails = f.prefer_rails;
   return coll::select_algorithm(shape, kElem, config);
 }
 
@@ -507,6 +518,7 @@ void run_sim(const SimFlags& given) {
   f.prefer_biring =
       runs_auto(f) && reverse_rings_disjoint(topo, ranks, flat ? 0 : group,
                                              flat ? std::vector<int>{} : f.upper_groups);
+  f.prefer_rails = runs_auto(f) && flat && rails_disjoint(topo, ranks, group);
   std::vector<std::string> skipped;
   const auto candidates = runnable_candidates(f, ranks, group, lo, skipped);
   print_header(f, topo, ranks, group, skipped);

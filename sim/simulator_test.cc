@@ -780,6 +780,43 @@ TEST(Simulator, ReverseRingsAreDisjointWhereBiringHalvesTheRing) {
   EXPECT_FALSE(reverse_rings_disjoint(generate_topology("nodes:nodes=4,gpus=8"), 32, 8, {}));
 }
 
+// Where rails_disjoint holds (GPU nodes, a NIC per GPU), broadcast's rail
+// rings in pieces of 256 KiB take well under the ring's time in pieces of
+// the same size, 64 MiB: between the groups they have g links where the
+// ring has one (0.28x and 0.24x on 2x4 and 4x8 GPUs). Where a crossing
+// shares a link with another or with a hop inside a group they lose (a
+// switch, a fat tree's hosts: 1.2x) or gain less (a torus's rows: 0.69x,
+// where biring takes half the ring's time).
+TEST(Simulator, RailsAreDisjointWhereRingsMultiplyTheCrossings) {
+  struct Case {
+    const char* spec;
+    int group;
+  };
+  for (const Case& c :
+       {Case{"nodes:nodes=2,gpus=4", 4}, Case{"nodes:nodes=4,gpus=8", 8}, Case{"switch:n=8", 4},
+        Case{"fat-tree:hosts=8,leaves=2,spines=4", 4}, Case{"torus2d:x=4,y=4", 4}}) {
+    const Topology t = generate_topology(c.spec);
+    const int n = static_cast<int>(t.num_endpoints());
+    const std::uint64_t count = 16u << 20;  // 64 MiB, 256 pieces of 256 KiB
+    const coll::CollectiveShape shape{CollectiveKind::kBroadcast, n, count, 0};
+    const auto time = [&](Algorithm a, int chunks) {
+      return time_to_us(
+          simulate(t, *coll::make_schedule(shape, {a, chunks, c.group}), {4, nullptr}).total);
+    };
+    const double ratio = time(Algorithm::kRings, 256 / c.group) / time(Algorithm::kRing, 256);
+    const bool disjoint = rails_disjoint(t, n, c.group);
+    EXPECT_EQ(disjoint, ratio < 0.5) << c.spec << ": rings/ring " << ratio;
+    if (!disjoint) {
+      EXPECT_GT(ratio, 0.6) << c.spec;
+    }
+  }
+  // Several groups of several ranks, or no rails.
+  const Topology nodes = generate_topology("nodes:nodes=2,gpus=4");
+  EXPECT_FALSE(rails_disjoint(nodes, 8, 8));
+  EXPECT_FALSE(rails_disjoint(nodes, 8, 1));
+  EXPECT_FALSE(rails_disjoint(nodes, 8, 3));
+}
+
 // Told so (prefer_biring, as cclab sim tells it from reverse_rings_disjoint),
 // the built-in rule on tori in the levels they hint, and on a ring, is
 // within 1.1x of the fastest row of hd, ring, biring, and hier with the
@@ -832,34 +869,40 @@ TEST(Simulator, BuiltInRuleOnLinksBothWaysIsNearTheFastestRow) {
 }
 
 // Broadcast's built-in rule (the pipelined chain where the buffer makes
-// ranks/2 pieces of 256 KiB, each way round where the links carry both ways;
-// else the tree or hd) against the fastest row of tree, hd, ring and biring
-// in 1-64 chunks of 16 KiB or more, 4 KiB-64 MiB, on a switch, a fat tree, a
-// ring and a torus: at 64 MiB at least as fast as that search (it takes 256
-// chunks), where the unpipelined rule it extends (choose_algorithm) takes
-// 1.6-9x the time; never more than 5% behind the unpipelined rule (a switch
-// at 4 MiB: ring:16 659 us, hd 645); within 2.7x of the fastest everywhere,
-// the worst in the middle band on a ring of 16 (256 KiB: hd 140 us, ring:16
-// 54).
+// ranks/2 pieces of 256 KiB, each way round where the links carry both ways,
+// on the rails where they cross between the groups on links of their own;
+// else the tree or hd) against the fastest row of tree, hd, ring, biring and
+// rings in 1-64 chunks of 16 KiB or more, 4 KiB-64 MiB, on a switch, a fat
+// tree, a ring, a torus and GPU nodes: at 64 MiB at least as fast as that
+// search (it takes 256 pieces; on the nodes rings:64, 536 us, where
+// ring:256 takes 1384), where the unpipelined rule it extends
+// (choose_algorithm) takes 1.6-9x the time; never more than 5% behind
+// the unpipelined rule (a switch at 4 MiB: ring:16 659 us, hd 645); within
+// 2.7x of the fastest everywhere, the worst in the middle band on a ring of
+// 16 (256 KiB: hd 140 us, ring:16 54).
 TEST(Simulator, BuiltInBroadcastRulePipelinesTheChainNearTheFastestRow) {
   for (const char* spec : {"switch:n=16", "fat-tree:hosts=16,leaves=4,spines=2,uplink=50Gbps",
-                           "ring:n=16", "torus2d:x=4,y=4"}) {
+                           "ring:n=16", "torus2d:x=4,y=4", "nodes:nodes=4,gpus=4"}) {
     const Topology t = generate_topology(spec);
-    const int n = static_cast<int>(t.num_endpoints());
-    AlgoConfig told{Algorithm::kAuto, 1};
+    const int n = static_cast<int>(t.num_endpoints()), g = t.group_size_hint;
+    AlgoConfig told{Algorithm::kAuto, 1, g};
     told.prefer_biring = reverse_rings_disjoint(t, n, 0, {});
+    told.prefer_rails = rails_disjoint(t, n, g);
     for (std::uint64_t count : {1u << 10, 64u << 10, 1u << 20, 16u << 20}) {
       const coll::CollectiveShape shape{CollectiveKind::kBroadcast, n, count, 0};
       const auto time = [&](const AlgoConfig& c) {
         return time_to_us(simulate(t, *coll::make_schedule(shape, c), {4, nullptr}).total);
       };
       double best = INFINITY;
-      for (Algorithm a :
-           {Algorithm::kTree, Algorithm::kHalvingDoubling, Algorithm::kRing, Algorithm::kBiRing})
+      for (Algorithm a : {Algorithm::kTree, Algorithm::kHalvingDoubling, Algorithm::kRing,
+                          Algorithm::kBiRing, Algorithm::kRings}) {
+        const bool rails = a == Algorithm::kRings;
+        const int ways = a == Algorithm::kBiRing ? 2 : rails ? g : 1;
         for (int chunks : {1, 4, 16, 64})
-          if (chunks == 1 ||
-              4 * count / (chunks * (a == Algorithm::kBiRing ? 2 : 1)) >= (16u << 10))
-            best = std::min(best, time({a, chunks}));
+          if (ways > 1 || !rails)
+            if (chunks == 1 || 4 * count / (chunks * ways) >= (16u << 10))
+              best = std::min(best, time({a, chunks, rails ? g : 0}));
+      }
       const AlgoConfig chosen = coll::select_algorithm(shape, 4, told, {}).config;
       const double took = time(chosen);
       const double unpipelined = time({coll::choose_algorithm(shape, 4), 1});

@@ -69,6 +69,12 @@ struct AlgoConfig {
   // bidirectional ring moves half the data on links the ring leaves idle.
   // The rule then runs biring where it would run the ring (choose_config).
   bool prefer_biring = false;
+  // For the built-in rule only: the rail rings of group_size's groups
+  // (`rings`) cross between the groups on links of their own (a NIC per
+  // GPU; cclab sim finds it from the routes), so together they have
+  // group_size times a ring's bandwidth there. Broadcast's rule then runs
+  // its chain on the rails (choose_config).
+  bool prefer_rails = false;
 };
 
 // "4x4" -> {4, {4}}: a --group-size with its levels; "4" -> {4, {}}, "0" -> the
@@ -243,11 +249,13 @@ bool rotated_levels_unequal(int ranks, const AlgoConfig& config);
 std::uint64_t two_way_hd_block_limit(int ranks, const AlgoConfig& config);
 // Whether choose_config takes that rule for the call.
 bool takes_two_way_rule(const CollectiveShape& shape, const AlgoConfig& config);
-// Broadcast, groups or none: from 3 ranks, where the buffer makes at least
-// ranks/2 pieces of kBroadcastChunkBytes (broadcast_chain_pieces), the
-// pipelined chain in that many chunks, each way round where
-// config.prefer_biring (biring in half as many chunks, a piece each), else
-// the ring; past them choose_algorithm()'s unpipelined tree or hd. Chunks
+// Broadcast: from 3 ranks, where the buffer makes at least ranks/2 pieces
+// of kBroadcastChunkBytes (broadcast_chain_pieces), the pipelined chain in
+// that many pieces: each way round where config.prefer_biring (biring in
+// half as many chunks, a piece each), else on the rails where
+// config.prefer_rails and the group size gives groups (rings, in 1/g as
+// many chunks, at least 1), else the ring; past them choose_algorithm()'s
+// unpipelined tree or hd. Chunks
 // above 1 are the caller's and kept. The chain's (n-2+C)/C whole-message
 // times beat hd's 2 once its C chunks reach about n, the tree's
 // ceil(log2 n) before. In the simulator smaller pieces still win (it charges

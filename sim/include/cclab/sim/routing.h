@@ -123,4 +123,16 @@ class Router {
 bool reverse_rings_disjoint(const Topology& t, int ranks, int group_size,
                             const std::vector<int>& upper_groups);
 
+// Whether the rail rings of groups of `group_size` consecutive ranks (ring c
+// goes through each group from its member c, leaving it from member c-1
+// for the next group's c: collectives' `rings`) cross between the groups
+// on links of their own: no link carries two of their crossings, nor a hop
+// inside a group. Then the g rings together have g times one ring's links
+// between the groups (a NIC per GPU); not where a host's ranks share one
+// NIC or leaves fewer uplinks than hosts, nor on a switch or a torus, whose
+// crossings use the links of hops inside the groups. False without several
+// groups of several ranks.
+// cclab sim tells the built-in rule so (AlgoConfig::prefer_rails).
+bool rails_disjoint(const Topology& t, int ranks, int group_size);
+
 }  // namespace cclab::sim
