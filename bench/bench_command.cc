@@ -109,8 +109,8 @@ void add_sweep_options(CLI::App& cmd, BenchFlags& f) {
   cmd.add_option("-c,--check", f.check, "Check results (1) or not (0)")->capture_default_str();
   cmd.add_option("--json", f.json_path, "Also write the results to this JSON file");
   cmd.add_option("--tune", f.tune_path,
-                 "allreduce: write a tuning table (our fastest algorithm per measured size) to "
-                 "this file, for CCLAB_TUNING");
+                 "Write a tuning table (our fastest algorithm per measured size, for --coll's "
+                 "collective at this rank count) to this file, for CCLAB_TUNING");
   cmd.add_flag("--compare", f.compare,
                "A line per size: our best algorithm vs the best peer (needs a peer in --algo; "
                "with stream in --algo, both also as multiples of the stream's time)");
