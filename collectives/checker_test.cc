@@ -2,11 +2,15 @@
 
 #include <bit>
 #include <functional>
+#include <set>
+#include <string>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include "cclab/collectives/algorithms.h"
+#include "cclab/collectives/selector.h"
 #include "test_util.h"
 
 namespace cclab::coll {
@@ -207,6 +211,32 @@ TEST(Checker, MaxStepsStopsUnprovedAtTheBudget) {
     EXPECT_NE(cut.error.find(fmt::format("stopped after {} steps", half)), std::string::npos)
         << cut.error;
   }
+}
+
+// Broadcast's chains in the chunk counts the built-in rule gives them
+// (choose_config at 2 MiB to 256 MiB: ring, biring each way round, rings on
+// the rails), from three roots, over 4099 elements: chunks of 16 elements
+// and less, the last ones uneven.
+TEST(Checker, BroadcastChainsInTheRulesChunkCounts) {
+  std::set<std::string> proved;
+  for (int n : {3, 8, 12, 16}) {
+    for (std::uint64_t bytes : {2u << 20, 32u << 20, 256u << 20}) {
+      for (int way = 0; way < 3; ++way) {
+        AlgoConfig asked{Algorithm::kAuto, 1, n % 4 == 0 ? 4 : 0};
+        asked.prefer_biring = way == 1;
+        asked.prefer_rails = way == 2;
+        const AlgoConfig chosen =
+            choose_config({CollectiveKind::kBroadcast, n, bytes / 4, 0}, 4, asked);
+        if (chosen.chunks == 1) continue;  // the unpipelined rule
+        for (int root : {0, n / 2, n - 1})
+          expect_proved({CollectiveKind::kBroadcast, n, 4099, root}, chosen);
+        proved.insert(candidate_label(chosen));
+      }
+    }
+  }
+  for (const char* label : {"ring:8", "ring:256", "biring:4", "biring:128", "rings:2", "rings:64"})
+    EXPECT_TRUE(proved.count(label))
+        << label << " not among " << fmt::format("{}", fmt::join(proved, ", "));
 }
 
 TEST(Checker, LargeRing) {
