@@ -505,6 +505,12 @@ bool takes_two_way_rule(const CollectiveShape& shape, const AlgoConfig& config) 
          (shape.kind == CollectiveKind::kAllReduce || !has_groups(shape, config));
 }
 
+Algorithm broadcast_chain(const CollectiveShape& shape, const AlgoConfig& config) {
+  if (config.prefer_biring) return Algorithm::kBiRing;
+  if (config.prefer_rails && has_groups(shape, config)) return Algorithm::kRings;
+  return Algorithm::kRing;
+}
+
 int broadcast_chain_pieces(int ranks, std::uint64_t bytes) {
   int pieces = 1;
   while (pieces < kHierMaxChunks && std::uint64_t(pieces) * 2 * kBroadcastChunkBytes <= bytes)
@@ -528,15 +534,11 @@ AlgoConfig choose_broadcast(const CollectiveShape& shape, std::size_t elem_bytes
   config.algo = choose_algorithm(shape, elem_bytes);
   const int pieces = broadcast_chain_pieces(shape.ranks, shape.count * elem_bytes);
   if (pieces == 0) return config;
-  int ways = 1;  // chains side by side, a piece each
-  config.algo = Algorithm::kRing;
-  if (config.prefer_biring) {
-    config.algo = Algorithm::kBiRing;
-    ways = 2;
-  } else if (config.prefer_rails && has_groups(shape, config)) {
-    config.algo = Algorithm::kRings;
-    ways = config.group_size;
-  }
+  config.algo = broadcast_chain(shape, config);
+  // The chains side by side, a piece each.
+  const int ways = config.algo == Algorithm::kBiRing  ? 2
+                   : config.algo == Algorithm::kRings ? config.group_size
+                                                      : 1;
   if (config.chunks == 1) config.chunks = std::max(pieces / ways, 1);
   return config;
 }

@@ -200,9 +200,10 @@ std::string two_way_rule(const CollectiveShape& shape, const AlgoConfig& request
 // Broadcast's (broadcast_chain_pieces).
 std::string broadcast_rule(const CollectiveShape& shape, const AlgoConfig& requested) {
   std::string chain = "the pipelined chain (ring)";
-  if (requested.prefer_biring)
+  const Algorithm a = broadcast_chain(shape, requested);
+  if (a == Algorithm::kBiRing)
     chain = "the pipelined chain each way round (biring; links both ways)";
-  else if (requested.prefer_rails && has_groups(shape, requested))
+  else if (a == Algorithm::kRings)
     chain = fmt::format(
         "the pipelined chain on the rails of its groups of {} (rings; their own links between the "
         "groups)",

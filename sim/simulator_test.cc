@@ -876,7 +876,7 @@ TEST(Simulator, BuiltInRuleOnLinksBothWaysIsNearTheFastestRow) {
 // tree, a ring, a torus and GPU nodes: at 64 MiB at least as fast as that
 // search (it takes 256 pieces; on the nodes rings:64, 536 us, where
 // ring:256 takes 1384), where the unpipelined rule it extends
-// (choose_algorithm) takes 1.6-9x the time; never more than 5% behind
+// (choose_algorithm) takes 1.8-9.4x the time; never more than 5% behind
 // the unpipelined rule (a switch at 4 MiB: ring:16 659 us, hd 645); within
 // 2.7x of the fastest everywhere, the worst in the middle band on a ring of
 // 16 (256 KiB: hd 140 us, ring:16 54).

@@ -254,9 +254,9 @@ bool takes_two_way_rule(const CollectiveShape& shape, const AlgoConfig& config);
 // that many pieces: each way round where config.prefer_biring (biring in
 // half as many chunks, a piece each), else on the rails where
 // config.prefer_rails and the group size gives groups (rings, in 1/g as
-// many chunks, at least 1), else the ring; past them choose_algorithm()'s
-// unpipelined tree or hd. Chunks
-// above 1 are the caller's and kept. The chain's (n-2+C)/C whole-message
+// many chunks, at least 1), else the ring (broadcast_chain); past them
+// choose_algorithm()'s unpipelined tree or hd. Chunks above 1 are the
+// caller's and kept. The chain's (n-2+C)/C whole-message
 // times beat hd's 2 once its C chunks reach about n, the tree's
 // ceil(log2 n) before. In the simulator smaller pieces still win (it charges
 // a message no cost of its own); over gloo on 4 emulated hosts of 1 Gbit/s,
@@ -269,6 +269,8 @@ inline constexpr std::uint64_t kBroadcastChunkBytes = 256u << 10;
 // kHierMaxChunks, or 0 where the chain does not take the broadcast of
 // `bytes` at `ranks` ranks.
 int broadcast_chain_pieces(int ranks, std::uint64_t bytes);
+// The chain broadcast's rule runs: biring, rings or ring, as above.
+Algorithm broadcast_chain(const CollectiveShape& shape, const AlgoConfig& config);
 AlgoConfig choose_config(const CollectiveShape& shape, std::size_t elem_bytes, AlgoConfig config);
 
 // Validates the pair and builds the schedule; throws InvalidArgument naming the
