@@ -93,7 +93,14 @@ FlowId Network::start(std::span<const LinkId> links, Time latency, double bytes,
   f.live = true;
   ++f.version;
   ++started_;
-  queue_.push(queue_.now() + latency, SimEvent{EventKind::kFlowActive, id, f.version});
+  // No latency left (a pair's next message put on the wire as the last one
+  // lands, whose latency ran while it waited): it joins now, before the
+  // kReshare that the landing queued, so that the instant is refilled once.
+  // Queued behind it, it would have taken a second refill of the component.
+  if (latency > 0)
+    queue_.push(queue_.now() + latency, SimEvent{EventKind::kFlowActive, id, f.version});
+  else
+    activate(id);
   return id;
 }
 
@@ -176,6 +183,7 @@ void Network::defer_reshare(FlowId seed) {
 
 void Network::reshare_deferred() {
   reshare_queued_ = false;
+  ++refills_;
   seeds_.swap(deferred_);
   deferred_.clear();
   // Stamps only grow: a seed stamped since `first` is in a component already

@@ -128,6 +128,40 @@ TEST(Network, RatesRiseWhenAFlowLeaves) {
   EXPECT_DOUBLE_EQ(net.link_bytes()[router.route(t.endpoint(0), t.endpoint(2)).links[1]], 4e9);
 }
 
+TEST(Network, AFlowWithoutLatencyJoinsTheRefillOfTheInstantThatStartsIt) {
+  // As RatesRiseWhenAFlowLeaves, and as the small flow lands at 0.2 s a third
+  // starts e0->e2 with no latency (a pair's queued message put on the wire):
+  // 1e9 B sharing sw->e2 with the big one's 2e9 B left, 5e9 each. It ends at
+  // 0.2 + 0.2 s, the big one with 1e9 B left then alone at 1e10: at 0.5 s.
+  // Refills: t=0 (the second flow joins the first), 0.2 s and 0.4 s, one
+  // each: the third flow's arrival is refilled with the departure it follows.
+  const Topology t = generate_topology("switch:n=3,bw=10GBps,lat=0");
+  SimQueue q;
+  Network net(t, q);
+  Router router(t);
+  const Route& e0_e2 = router.route(t.endpoint(0), t.endpoint(2));
+  net.start(e0_e2, 1e9, 0);
+  const FlowId big = net.start(router.route(t.endpoint(1), t.endpoint(2)), 3e9, 1);
+  std::map<std::uint64_t, Time> done;
+  FlowId third = 0;
+  while (!q.empty()) {
+    const auto e = q.pop();
+    const auto tag = net.handle(e.payload);
+    if (!tag) continue;
+    done[*tag] = q.now();
+    if (*tag != 0) continue;
+    third = net.start(e0_e2.links, 0, 1e9, 2);
+    EXPECT_EQ(net.active_flows(), 2u);  // active at once
+    net.handle(q.pop().payload);        // the instant's refill
+    EXPECT_DOUBLE_EQ(net.rate(third), 5e9);
+    EXPECT_DOUBLE_EQ(net.rate(big), 5e9);
+  }
+  EXPECT_LT(rel_err(time_to_seconds(done.at(0)), 0.2), 1e-6);
+  EXPECT_LT(rel_err(time_to_seconds(done.at(2)), 0.4), 1e-6);
+  EXPECT_LT(rel_err(time_to_seconds(done.at(1)), 0.5), 1e-6);
+  EXPECT_EQ(net.refills(), 3u);
+}
+
 // Max-min fair rates by the textbook's progressive filling, written apart
 // from the model's: raise every unfrozen flow's rate together; the link with
 // the least room per unfrozen flow saturates first and freezes its flows.

@@ -18,7 +18,8 @@
 // them cost n^4. Within a component only the flows above the level where
 // progressive filling first runs differently are refilled (reshare_component).
 // A flow that activates alone on its links takes their bandwidth at once (a
-// later flow joining it at that instant defers a recompute of both).
+// later flow joining it at that instant defers a recompute of both). A flow
+// with no latency activates as it starts, inside the instant that starts it.
 #pragma once
 
 #include <cstdint>
@@ -89,7 +90,9 @@ class Network {
   Network(const Topology& topology, SimQueue& queue);
 
   // Starts a flow of `bytes` along `route` now; `tag` comes back from handle()
-  // when it finishes. `route` must outlive the flow (Router's routes do).
+  // when it finishes. `route` must outlive the flow (Router's routes do). A
+  // flow without latency is active at once (its rate comes with the refill at
+  // the end of this instant).
   FlowId start(const Route& route, double bytes, std::uint64_t tag);
   // The same with the route's links and latency given apart; `links` must
   // outlive the flow when it has more than kInlineLinks links (a copy of a
@@ -122,6 +125,8 @@ class Network {
   double rate(FlowId id) const { return flows_[id].rate; }
   std::size_t active_flows() const { return active_; }
   std::uint64_t flows_started() const { return started_; }
+  // Instants at which rates were refilled (kReshare events handled).
+  std::uint64_t refills() const { return refills_; }
   // Bytes each link has carried (finished flows only).
   std::vector<double> link_bytes() const;
 
@@ -193,6 +198,7 @@ class Network {
   std::vector<LinkState> links_;
   std::size_t active_ = 0;
   std::uint64_t started_ = 0;
+  std::uint64_t refills_ = 0;
   TraceWriter* trace_ = nullptr;
 
   // Scratch of reshare(), reused: the component's flows and links, and stamps
