@@ -7,6 +7,9 @@
 //   hier (g = 8, inner ring) on nodes:nodes=N,gpus=8 (N = 256 and 2048)
 //   hier with hd between the 256 nodes in 32 chunks, one pipeline (what
 //   `auto` runs there at 16 MiB; 64 MiB here)
+//   hier with hd between the 4 leaves of a fat tree of 128 hosts and 2 spines
+//   in 64 chunks: every flow between leaves shares an uplink with the others,
+//   so the flows in flight form one component that each instant refills
 //   hd on a 24x24 torus: 576 ranks, not a power of two, so Rabenseifner's
 //   extra steps and the folded ranks' partners cross the torus, and the
 //   flows of a step share links in one large component (progressive filling)
@@ -69,6 +72,10 @@ void BM_SimHierHdNodes256(benchmark::State& state) {
   simulate_case(state, "nodes:nodes=256,gpus=8", Algorithm::kHierarchical, 32, 8,
                 Algorithm::kHalvingDoubling);
 }
+void BM_SimHierHdFatTree128Spines2(benchmark::State& state) {
+  simulate_case(state, "fat-tree:hosts=128,leaves=4,spines=2", Algorithm::kHierarchical, 64, 32,
+                Algorithm::kHalvingDoubling);
+}
 void BM_SimHierNodes2048(benchmark::State& state) {
   simulate_case(state, "nodes:nodes=2048,gpus=8", Algorithm::kHierarchical, 1, 8);
 }
@@ -79,6 +86,7 @@ BENCHMARK(BM_SimHd16384Switch)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_SimHdTorus24x24)->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK(BM_SimHierNodes256)->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK(BM_SimHierHdNodes256)->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK(BM_SimHierHdFatTree128Spines2)->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK(BM_SimHierNodes2048)->Unit(benchmark::kMillisecond)->Iterations(1);
 
 }  // namespace
