@@ -80,8 +80,9 @@ void add_collective_options(CLI::App& cmd, BenchFlags& f) {
          "--inner", f.inner,
          "hier: the algorithm between groups (all-reduce: ring, tree, hd, direct, biring (also "
          "inside them); "
-         "reduce-scatter and all-gather: ring, or hd with a power-of-two number of "
-         "groups); a comma list (or all: each the collective's hier runs) runs hier with each")
+         "reduce-scatter and all-gather: ring, hd with a power-of-two number of "
+         "groups, or biring, also inside them); a comma list (or all: each the collective's hier "
+         "runs) runs hier with each")
       ->capture_default_str();
 }
 

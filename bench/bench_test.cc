@@ -110,9 +110,11 @@ TEST(Resolve, RejectsBadValuesNamingTheFlag) {
   expect_invalid(with([](auto& f) { f.inner = "tree,ring,tree"; }),
                  "--inner: 'tree' is given twice");
   expect_invalid(with([](auto& f) { f.inner = "ring,"; }), "--inner: '' is not an inner");
-  expect_invalid(with([](auto& f) { f.coll = "allgather", f.inner = "ring,tree"; }),
-                 "--inner: the hier of --coll allgather runs rings inside its groups and the ring "
-                 "or hd between them (allowed: ring, hd, or all)");
+  expect_invalid(
+      with([](auto& f) { f.coll = "allgather", f.inner = "ring,tree"; }),
+      "--inner: the hier of --coll allgather runs rings inside its groups and the ring "
+      "or hd between them, or rings both ways in and between them (allowed: ring, hd, biring, "
+      "or all)");
   // hd between 3 groups: named, an error before any rank starts (with
   // `all` the row is skipped instead: the CLI tests).
   expect_invalid(with([](auto& f) {
@@ -120,7 +122,7 @@ TEST(Resolve, RejectsBadValuesNamingTheFlag) {
                    f.inner = "hd";
                  }),
                  "--inner: hd between the groups of allgather's hier needs a power-of-two number "
-                 "of groups, got 3 (groups of 2; allowed here: ring)");
+                 "of groups, got 3 (groups of 2; allowed here: ring, biring)");
   expect_invalid(with([](auto& f) { f.ranks = 4, f.group_size = "3"; }),
                  "--group-size: 3 does not divide --ranks 4 (allowed: 1, 2, 4");
   // Levels of groups (2x2): hier all-reduce's, their top groups dividing the

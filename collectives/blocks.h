@@ -167,11 +167,12 @@ Program multilevel_hier_all_reduce(int me, std::uint64_t count, int chunks,
 // hier's reduce-scatter and all-gather along the dimensions of `dims` in turn
 // (rank_grid's; two levels: rings inside the groups, then along the rails),
 // rings over whole rank blocks; `rotate`: a part of each block per
-// dimension, each starting from a dimension of its own, at once (ring.cc).
+// dimension, each starting from a dimension of its own, at once (ring.cc);
+// `both_ways`: each ring also the other way round, with half of each piece.
 Program levels_reduce_scatter(int me, std::uint64_t count, int chunks, std::vector<GridDim> dims,
-                              bool rotate);  // scratch: n*count
+                              bool rotate, bool both_ways);  // scratch: n*count
 Program levels_all_gather(int me, std::uint64_t count, int chunks, std::vector<GridDim> dims,
-                          bool rotate);
+                          bool rotate, bool both_ways);
 // Part w of the vector (all-reduce) or of each rank block (reduce-scatter,
 // all-gather: offsets within a block) and the order in which it visits the
 // dimensions of the rank grid: from dimension w round. levels_ways: one

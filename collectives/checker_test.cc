@@ -144,7 +144,9 @@ TEST(Checker, HierarchicalWithItsTwoLevelsRotated) {
 // Reduce-scatter and all-gather in levels: rings over whole rank blocks
 // along each dimension of the rank grid in turn (all-gather: the reverse),
 // one way and rotated (a part of each block per dimension), every nesting
-// of 8, 12, 18 and 27 ranks and 4x4, 4x4x4 of 64, chunks 1 and 3.
+// of 8, 12, 18 and 27 ranks and 4x4, 4x4x4 of 64, chunks 1 and 3; each
+// ring one way and, with biring inside, both ways round (a count of 1: the
+// second way's half empty).
 TEST(Checker, HierarchicalReduceScatterAndAllGatherInLevels) {
   for (auto kind : {CollectiveKind::kReduceScatter, CollectiveKind::kAllGather})
     for (int n : {8, 12, 18, 27, 64}) {
@@ -154,25 +156,27 @@ TEST(Checker, HierarchicalReduceScatterAndAllGatherInLevels) {
       nested_levels(n, prefix, all);
       ASSERT_FALSE(all.empty()) << n;
       for (const auto& levels : all)
-        for (int chunks : {1, 3})
-          for (std::uint64_t count : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{7}})
-            for (bool rotate : {false, true}) {
-              const bool cube =
-                  levels == std::vector<int>{4, 4} || levels == std::vector<int>{4, 4, 4};
-              if (n == 64 && (count != 7 || !cube)) continue;
-              AlgoConfig cfg{Algorithm::kHierarchical, chunks, levels.front()};
-              cfg.upper_groups.assign(levels.begin() + 1, levels.end());
-              cfg.rotate_levels = rotate;
-              expect_proved({kind, n, count}, cfg);
-            }
+        for (auto inner : {Algorithm::kRing, Algorithm::kBiRing})
+          for (int chunks : {1, 3})
+            for (std::uint64_t count : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{7}})
+              for (bool rotate : {false, true}) {
+                const bool cube =
+                    levels == std::vector<int>{4, 4} || levels == std::vector<int>{4, 4, 4};
+                if (n == 64 && (count != 7 || !cube)) continue;
+                AlgoConfig cfg{Algorithm::kHierarchical, chunks, levels.front(), inner};
+                cfg.upper_groups.assign(levels.begin() + 1, levels.end());
+                cfg.rotate_levels = rotate;
+                expect_proved({kind, n, count}, cfg);
+              }
     }
   // Two levels rotated, every group size of 12 (1 and 12 too).
   for (auto kind : {CollectiveKind::kReduceScatter, CollectiveKind::kAllGather})
-    for (int g : {1, 2, 3, 4, 6, 12}) {
-      AlgoConfig cfg{Algorithm::kHierarchical, 1, g};
-      cfg.rotate_levels = true;
-      expect_proved({kind, 12, 5}, cfg);
-    }
+    for (auto inner : {Algorithm::kRing, Algorithm::kBiRing})
+      for (int g : {1, 2, 3, 4, 6, 12}) {
+        AlgoConfig cfg{Algorithm::kHierarchical, 1, g, inner};
+        cfg.rotate_levels = true;
+        expect_proved({kind, 12, 5}, cfg);
+      }
 }
 
 TEST(Checker, HierarchicalReduceScatterAndAllGatherWithEveryGroupSize) {

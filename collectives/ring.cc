@@ -241,9 +241,12 @@ struct RailRings {
 // along the `free` dimensions; ring c's shard at position q is the block of
 // the rank at coordinate q along `along`, ring c's along `free`, and `me`'s
 // along the rest (the dimensions done: `base`, their offset). Of each block
-// of `count` elements, the part of `part` from `part_at`.
+// of `count` elements, the part of `part` from `part_at`. Both ways (hier
+// with `biring` inside): each of those rings twice, the first in coordinate
+// order with the first half of the part, the second the other way round
+// (position p at coordinate n-1-p) with the second half.
 struct GridRings {
-  int n = 1, rings = 1;
+  int n = 1, rings = 1, per_way = 1;
   GridDim along;
   RankMap ranks;
   std::vector<GridDim> free;
@@ -251,7 +254,7 @@ struct GridRings {
   std::uint64_t count = 0, part_at = 0, part = 0;
 
   GridRings(int me, GridDim along, std::vector<GridDim> free, int base, std::uint64_t count,
-            Region part)
+            Region part, bool both_ways)
       : n(along.size),
         along(along),
         ranks{along.line_base(me), along.stride},
@@ -260,19 +263,25 @@ struct GridRings {
         count(count),
         part_at(part.offset),
         part(part.count) {
-    for (const GridDim& d : this->free) rings *= d.size;
+    for (const GridDim& d : this->free) per_way *= d.size;
+    rings = both_ways ? 2 * per_way : per_way;
   }
-  int rank_at(int, int p) const { return ranks(mod(p, n)); }
-  int position(int, int rank) const { return (rank - ranks.base) / ranks.stride; }
-  std::uint64_t live(int) const { return part > 0 ? std::uint64_t(n) : 0; }
+  // The coordinate along `along` at position p of ring c.
+  int coord(int c, int p) const { return c < per_way ? mod(p, n) : n - 1 - mod(p, n); }
+  int rank_at(int c, int p) const { return ranks(coord(c, p)); }
+  int position(int c, int rank) const { return coord(c, (rank - ranks.base) / ranks.stride); }
+  Partition halves() const { return {part, std::uint64_t(rings / per_way)}; }
+  // The rings of the first way come first, with the larger half.
+  std::uint64_t live(int c) const { return halves().size(c / per_way) > 0 ? std::uint64_t(n) : 0; }
   Region piece(int c, int q, int k, int chunks, BufferId buffer) const {
-    std::uint64_t block = std::uint64_t(base) + std::uint64_t(mod(q, n)) * along.stride;
-    for (const GridDim& d : free) {
-      block += std::uint64_t(c % d.size) * d.stride;
-      c /= d.size;
+    std::uint64_t block = std::uint64_t(base) + std::uint64_t(coord(c, q)) * along.stride;
+    const int way = c / per_way;
+    for (int col = c % per_way; const GridDim& d : free) {
+      block += std::uint64_t(col % d.size) * d.stride;
+      col /= d.size;
     }
-    const Partition cp{part, std::uint64_t(chunks)};
-    return {buffer, block * count + part_at + cp.offset(k), cp.size(k)};
+    const Partition cp{halves().size(way), std::uint64_t(chunks)};
+    return {buffer, block * count + part_at + halves().offset(way) + cp.offset(k), cp.size(k)};
   }
 };
 
@@ -512,18 +521,18 @@ namespace {
 
 // The rings along way.order[i]: the dimensions before it done (`me`'s
 // coordinates), those after it free.
-GridRings way_rings(const LevelsWay& way, int me, int i, std::uint64_t count) {
+GridRings way_rings(const LevelsWay& way, int me, int i, std::uint64_t count, bool both_ways) {
   int base = 0;
   for (int k = 0; k < i; ++k) base += way.order[k].coord(me) * way.order[k].stride;
   return GridRings(me, way.order[i],
                    std::vector<GridDim>(way.order.begin() + i + 1, way.order.end()), base, count,
-                   way.part);
+                   way.part, both_ways);
 }
 
 // One way's reduce-scatter: partial sums in scratch, laid out as the input,
 // each dimension in place on what the one before left; the last one's
 // result (the rank's own part of its block) in the output. Fenced phases.
-Program way_reduce_scatter(LevelsWay way, int me, std::uint64_t count, int chunks) {
+Program way_reduce_scatter(LevelsWay way, int me, std::uint64_t count, int chunks, bool both_ways) {
   Emitter e("reduce-scatter");
   const int dims = static_cast<int>(way.order.size());
   for (int i = 0; i < dims; ++i) {
@@ -532,23 +541,24 @@ Program way_reduce_scatter(LevelsWay way, int me, std::uint64_t count, int chunk
     b.input = i == 0 ? BufferId::kInput : BufferId::kScratch;
     b.work = BufferId::kScratch;
     b.result_in_output_block = i == dims - 1;
-    CCLAB_YIELD_ALL(rings_phase(way_rings(way, me, i, count), me, chunks, true, b, e));
+    CCLAB_YIELD_ALL(rings_phase(way_rings(way, me, i, count, both_ways), me, chunks, true, b, e));
   }
 }
 
 // One way's all-gather: the dimensions in the reverse order, in the output.
-Program way_all_gather(LevelsWay way, int me, std::uint64_t count, int chunks, Frame frame = {}) {
+Program way_all_gather(LevelsWay way, int me, std::uint64_t count, int chunks, bool both_ways,
+                       Frame frame = {}) {
   Emitter e("all-gather", frame);
   for (int i = static_cast<int>(way.order.size()) - 1; i >= 0; --i) {
     if (i + 1 < static_cast<int>(way.order.size())) co_yield e.fence();
-    CCLAB_YIELD_ALL(rings_phase(way_rings(way, me, i, count), me, chunks, false, {}, e));
+    CCLAB_YIELD_ALL(rings_phase(way_rings(way, me, i, count, both_ways), me, chunks, false, {}, e));
   }
 }
 
 }  // namespace
 
 Program levels_reduce_scatter(int me, std::uint64_t count, int chunks, std::vector<GridDim> dims,
-                              bool rotate) {
+                              bool rotate, bool both_ways) {
   Emitter e("reduce-scatter");
   if (dims.empty()) {  // one rank
     if (count > 0) co_yield e.copy({BufferId::kInput, 0, count}, {BufferId::kOutput, 0, count});
@@ -556,27 +566,29 @@ Program levels_reduce_scatter(int me, std::uint64_t count, int chunks, std::vect
   }
   const std::vector<LevelsWay> ways = levels_ways(count, dims, rotate);
   if (ways.size() == 1) {  // one way round: no interleaving to pay for
-    CCLAB_YIELD_FROM(way_reduce_scatter(ways[0], me, count, chunks), e);
+    CCLAB_YIELD_FROM(way_reduce_scatter(ways[0], me, count, chunks, both_ways), e);
     co_return;
   }
   std::vector<Program> programs;
-  for (const LevelsWay& w : ways) programs.push_back(way_reduce_scatter(w, me, count, chunks));
+  for (const LevelsWay& w : ways)
+    programs.push_back(way_reduce_scatter(w, me, count, chunks, both_ways));
   CCLAB_YIELD_FROM(interleave(std::move(programs), e.next_id()), e);
 }
 
 Program levels_all_gather(int me, std::uint64_t count, int chunks, std::vector<GridDim> dims,
-                          bool rotate) {
+                          bool rotate, bool both_ways) {
   Emitter e("all-gather");
   if (count > 0)
     co_yield e.copy({BufferId::kInput, 0, count},
                     {BufferId::kOutput, static_cast<std::uint64_t>(me) * count, count});
   const std::vector<LevelsWay> ways = levels_ways(count, dims, rotate);
   if (ways.size() == 1) {
-    CCLAB_YIELD_FROM(way_all_gather(ways[0], me, count, chunks, e.next_frame()), e);
+    CCLAB_YIELD_FROM(way_all_gather(ways[0], me, count, chunks, both_ways, e.next_frame()), e);
     co_return;
   }
   std::vector<Program> programs;
-  for (const LevelsWay& w : ways) programs.push_back(way_all_gather(w, me, count, chunks));
+  for (const LevelsWay& w : ways)
+    programs.push_back(way_all_gather(w, me, count, chunks, both_ways));
   CCLAB_YIELD_FROM(interleave(std::move(programs), e.next_id()), e);
 }
 
@@ -584,18 +596,20 @@ Program hier_reduce_scatter(int n, int me, std::uint64_t count, int chunks, int 
                             int inner_algo) {
   const int g = group_size, groups = n / g;
   const bool hd = static_cast<Algorithm>(inner_algo) == Algorithm::kHalvingDoubling;
-  if ((hd || chunks > 1) && g > 1 && groups > 1)
+  const bool both_ways = static_cast<Algorithm>(inner_algo) == Algorithm::kBiRing;
+  if ((hd || chunks > 1) && !both_ways && g > 1 && groups > 1)
     return pipelined_hier_reduce_scatter(n, me, count, chunks, g, hd);
-  return levels_reduce_scatter(me, count, chunks, rank_grid(n, g, {}), false);
+  return levels_reduce_scatter(me, count, chunks, rank_grid(n, g, {}), false, both_ways);
 }
 
 Program hier_all_gather(int n, int me, std::uint64_t count, int chunks, int group_size,
                         int inner_algo) {
   const int g = group_size, groups = n / g;
   const bool hd = static_cast<Algorithm>(inner_algo) == Algorithm::kHalvingDoubling;
-  if ((hd || chunks > 1) && g > 1 && groups > 1)
+  const bool both_ways = static_cast<Algorithm>(inner_algo) == Algorithm::kBiRing;
+  if ((hd || chunks > 1) && !both_ways && g > 1 && groups > 1)
     return pipelined_hier_all_gather(n, me, count, chunks, g, hd);
-  return levels_all_gather(me, count, chunks, rank_grid(n, g, {}), false);
+  return levels_all_gather(me, count, chunks, rank_grid(n, g, {}), false, both_ways);
 }
 
 }  // namespace cclab::coll::detail

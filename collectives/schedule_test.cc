@@ -454,14 +454,14 @@ TEST(MakeSchedule, RejectsBadArgumentsNamingTheField) {
               make_schedule({CollectiveKind::kReduceScatter, 4, 10},
                             {Algorithm::kHierarchical, 1, 2, Algorithm::kTree});
             }),
-            "inner: 'tree' is not allowed for reducescatter (allowed: ring, hd; hier's "
+            "inner: 'tree' is not allowed for reducescatter (allowed: ring, hd, biring; hier's "
             "reducescatter runs rings inside its groups)");
   EXPECT_EQ(msg([] {
               make_schedule({CollectiveKind::kAllGather, 12, 10},
                             {Algorithm::kHierarchical, 1, 4, Algorithm::kHalvingDoubling});
             }),
             "inner: hd between the groups of allgather's hier needs a power-of-two number of "
-            "groups, got 3 (groups of 4; allowed here: ring)");
+            "groups, got 3 (groups of 4; allowed here: ring, biring)");
   EXPECT_NE(msg([] { parse_algorithm("rign"); }).find("rign"), std::string::npos);
   EXPECT_NE(msg([] { parse_dtype("f8"); }).find("allowed"), std::string::npos);
 }
@@ -505,14 +505,14 @@ TEST(MakeSchedule, GroupLevels) {
               make_schedule({CollectiveKind::kReduceScatter, 16, 10}, rs_hd);
             }),
             "inner: hd between the top groups of reducescatter's hier in levels (allowed here: "
-            "ring)");
+            "ring, biring)");
   rs_hd.upper_groups.clear();
   rs_hd.rotate_levels = true;
   EXPECT_EQ(cclab::test::error_of([&] {
               make_schedule({CollectiveKind::kAllGather, 16, 10}, rs_hd);
             }),
             "inner: hd between the top groups of allgather's hier in levels (allowed here: "
-            "ring)");
+            "ring, biring)");
   EXPECT_EQ(hier(16, CollectiveKind::kAllReduce, 0, {2}),
             "group-size: 0x2 has a first level of 0 (allowed: at least 2)");
   EXPECT_EQ(hier(16, CollectiveKind::kAllReduce, 4, {1}),

@@ -65,7 +65,7 @@ void parse_table_levels(const json& doc, TuningTable& t) {
 }
 
 // A band's "inner": hier's algorithm between groups (all-reduce: any inner
-// algorithm; reduce-scatter and all-gather: ring or hd).
+// algorithm; reduce-scatter and all-gather: ring, hd or biring).
 Algorithm parse_band_inner(const json& b, Algorithm algo, CollectiveKind kind,
                            const std::string& field, const std::string& source) {
   const auto name = field_as<std::string>(b, "inner", field + ".inner", source);
@@ -75,10 +75,11 @@ Algorithm parse_band_inner(const json& b, Algorithm algo, CollectiveKind kind,
   const Algorithm inner =
       parse_inner(name, fmt::format("tuning table '{}': {}.inner", source, field));
   if (!allows_inner(kind, inner))
-    bad_field(source, field + ".inner",
-              fmt::format("'{}' is not allowed for {} (allowed: ring, hd; its hier runs rings "
-                          "inside its groups)",
-                          name, collective_name(kind)));
+    bad_field(
+        source, field + ".inner",
+        fmt::format("'{}' is not allowed for {} (allowed: ring, hd, biring; its hier runs rings "
+                    "inside its groups)",
+                    name, collective_name(kind)));
   return inner;
 }
 
@@ -311,13 +312,15 @@ Resolved resolve_choice(const CollectiveShape& shape, std::size_t elem_bytes,
 
 // The choice, with levels (AlgoConfig::upper_groups, rotate_levels) kept
 // only where it is hier that runs them (reduce-scatter's and all-gather's
-// with the ring between the top groups): an auto call may ask for them, for
-// hier.
+// with the ring, one way or both, between the top groups): an auto call may
+// ask for them, for hier.
 Resolved resolve(const CollectiveShape& shape, std::size_t elem_bytes, const AlgoConfig& requested,
                  const SelectorSettings& settings) {
   Resolved r = resolve_choice(shape, elem_bytes, requested, settings);
   const bool hier = r.config.algo == Algorithm::kHierarchical && has_levels(shape.kind);
-  if (!hier || (shape.kind != CollectiveKind::kAllReduce && r.config.inner != Algorithm::kRing)) {
+  const bool rings_between =
+      r.config.inner == Algorithm::kRing || r.config.inner == Algorithm::kBiRing;
+  if (!hier || (shape.kind != CollectiveKind::kAllReduce && !rings_between)) {
     r.config.upper_groups.clear();
     r.config.rotate_levels = false;
   }

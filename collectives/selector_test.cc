@@ -59,21 +59,24 @@ TEST(Selector, InnerListsParseInOrderAndRefuseByName) {
 }
 
 // For a collective, `all` means what its hier runs between groups: all-reduce
-// every inner algorithm, reduce-scatter and all-gather the ring and hd,
-// broadcast (no hier) the default ring; naming another is refused.
+// every inner algorithm, reduce-scatter and all-gather the ring, hd and
+// biring, broadcast (no hier) the default ring; naming another is refused.
 TEST(Selector, InnerListsForACollectiveTakeWhatItsHierRuns) {
   using K = CollectiveKind;
   EXPECT_EQ(parse_inner_list("all", "--inner", K::kAllReduce), inner_algorithms());
-  const std::vector<Algorithm> ring_hd{Algorithm::kRing, Algorithm::kHalvingDoubling};
-  EXPECT_EQ(parse_inner_list("all", "--inner", K::kReduceScatter), ring_hd);
-  EXPECT_EQ(parse_inner_list("all", "--inner", K::kAllGather), ring_hd);
+  const std::vector<Algorithm> ring_hd_biring{Algorithm::kRing, Algorithm::kHalvingDoubling,
+                                              Algorithm::kBiRing};
+  EXPECT_EQ(parse_inner_list("all", "--inner", K::kReduceScatter), ring_hd_biring);
+  EXPECT_EQ(parse_inner_list("all", "--inner", K::kAllGather), ring_hd_biring);
   EXPECT_EQ(parse_inner_list("hd", "--inner", K::kAllGather),
             std::vector<Algorithm>{Algorithm::kHalvingDoubling});
   EXPECT_EQ(parse_inner_list("all", "--inner", K::kBroadcast),
             std::vector<Algorithm>{Algorithm::kRing});
-  EXPECT_EQ(error_of([] { parse_inner_list("ring,tree", "--inner", K::kReduceScatter); }),
-            "--inner: the hier of --coll reducescatter runs rings inside its groups and the ring "
-            "or hd between them (allowed: ring, hd, or all)");
+  EXPECT_EQ(
+      error_of([] { parse_inner_list("ring,tree", "--inner", K::kReduceScatter); }),
+      "--inner: the hier of --coll reducescatter runs rings inside its groups and the ring "
+      "or hd between them, or rings both ways in and between them (allowed: ring, hd, biring, "
+      "or all)");
   EXPECT_EQ(error_of([] { parse_inner_list("hd", "--inner", K::kBroadcast); }),
             "--inner: --coll broadcast has no hier, so nothing runs between groups (allowed: "
             "ring, the default, or all)");
@@ -318,7 +321,7 @@ TEST(Selector, BadTablesNameTheFileAndTheField) {
             "tuning table 't.json': bands[0].min_bytes: the first band starts at 0");
   EXPECT_EQ(err(with("\"min_bytes\": 1048576", "\"min_bytes\": 0")),
             "tuning table 't.json': bands[1].min_bytes: 0 is not above the previous band's 0");
-  // Only hier has an inner algorithm (reduce-scatter and all-gather: ring or hd).
+  // Only hier has an inner algorithm (reduce-scatter and all-gather: ring, hd or biring).
   EXPECT_EQ(err(with("\"inner\": \"ring\"", "\"inner\": \"rings\"")),
             "tuning table 't.json': bands[1].inner: 'rings' is not an inner algorithm (allowed: "
             "ring, tree, hd, direct, biring)");
@@ -331,15 +334,16 @@ TEST(Selector, BadTablesNameTheFileAndTheField) {
   rs.replace(rs.find("\"inner\": \"ring\""), 15, "\"inner\": \"tree\"");
   EXPECT_EQ(err(rs),
             "tuning table 't.json': bands[1].inner: 'tree' is not allowed for reducescatter "
-            "(allowed: ring, hd; its hier runs rings inside its groups)");
+            "(allowed: ring, hd, biring; its hier runs rings inside its groups)");
   // Reduce-scatter's hier runs hd between a power of two of groups only: the
   // table's 2 groups of 4 may, 3 may not.
   rs.replace(rs.find("\"inner\": \"tree\""), 15, "\"inner\": \"hd\"");
   EXPECT_EQ(parse_tuning_table(rs, "t.json").bands[1].inner, Algorithm::kHalvingDoubling);
   rs.replace(rs.find("\"ranks\": 8"), 10, "\"ranks\": 12");
-  EXPECT_EQ(err(rs),
-            "tuning table 't.json': bands[1].inner: hd between the groups of reducescatter's hier "
-            "needs a power-of-two number of groups, got 3 (groups of 4; allowed here: ring)");
+  EXPECT_EQ(
+      err(rs),
+      "tuning table 't.json': bands[1].inner: hd between the groups of reducescatter's hier "
+      "needs a power-of-two number of groups, got 3 (groups of 4; allowed here: ring, biring)");
   EXPECT_EQ(err(with("\"hier\": 300.0", "\"hier\": \"fast\"")),
             "tuning table 't.json': bands[1].predicted_us.hier: expected a number");
   EXPECT_EQ(err(R"({"collective": "allreduce", "topology": "x", "ranks": 2, "group_size": 0,
@@ -416,7 +420,7 @@ TEST(Selector, ForcedHdBetweenGroupsAppliesWhereTheyAreAPowerOfTwo) {
   EXPECT_NO_THROW(make_schedule(ag12, three.config, 4));
   EXPECT_EQ(three.reason.rfind("CCLAB_ALGO=hier/hd does not run here: hd between the groups of "
                                "allgather's hier needs a power-of-two number of groups, got 3 "
-                               "(groups of 4; allowed here: ring); built-in",
+                               "(groups of 4; allowed here: ring, biring); built-in",
                                0),
             0u)
       << three.reason;
@@ -877,15 +881,29 @@ TEST(Selector, BuiltInRuleOnLinksBothWaysRunsBiring) {
   EXPECT_NE(r.reason.find("hier with biring in its groups of 8, in the 16 chunks asked for"),
             std::string::npos)
       << r.reason;
-  // Grouped reduce-scatter keeps the grouped rule's hier.
+  // Grouped reduce-scatter and all-gather too (their hier's rings both ways
+  // in the phased levels), where the grouped rule runs hd between the
+  // groups; chunks as all-reduce's of the whole buffer (64 MiB here), at
+  // most 4. A rank's block of 16 B or less: hd.
   rows.chunks = 1;
   AlgoConfig rows_not_told = rows;
   rows_not_told.prefer_biring = false;
-  const Selection rs = choose(CollectiveKind::kReduceScatter, 64, 1u << 20, rows);
-  EXPECT_EQ(
-      candidate_label(rs.config),
-      candidate_label(choose(CollectiveKind::kReduceScatter, 64, 1u << 20, rows_not_told).config));
-  EXPECT_EQ(rs.config.algo, Algorithm::kHierarchical);
+  for (const CollectiveKind kind : {CollectiveKind::kReduceScatter, CollectiveKind::kAllGather}) {
+    const Selection rs = choose(kind, 64, 1u << 18, rows);
+    EXPECT_EQ(candidate_label(rs.config), "hier/biring:4");
+    EXPECT_NE(rs.reason.find("else hier with biring in its groups of 8, in up to 4 chunks"),
+              std::string::npos)
+        << rs.reason;
+    EXPECT_EQ(candidate_label(choose(kind, 64, 1u << 18, rows_not_told).config), "hier/hd:128");
+    EXPECT_EQ(candidate_label(choose(kind, 64, 1024, rows).config), "hier/biring");
+    EXPECT_EQ(choose(kind, 64, 4, rows).config.algo, Algorithm::kHalvingDoubling);
+    EXPECT_EQ(choose(kind, 64, 5, rows).config.inner, Algorithm::kBiRing);
+    const Selection in_cube = choose(kind, 64, 1u << 18, cube);
+    EXPECT_EQ(candidate_label(in_cube.config), "hier/biring:4");
+    EXPECT_TRUE(in_cube.config.rotate_levels);
+    EXPECT_EQ(make_schedule({kind, 64, 1u << 18, 0}, in_cube.config)->name(),
+              "hier(g=4x4,rotated,inner=biring,chunks=4)");
+  }
 }
 
 TEST(Selector, MakeScheduleRunsTheSelection) {

@@ -130,13 +130,14 @@ class JsonRecord(unittest.TestCase):
         self.assertEqual(len(skipped), 1, skipped)
         self.assertTrue(skipped[0].startswith("hier/hd skipped: hd between the groups"), skipped)
         self.assertEqual({r["algo"] for r in doc["rows"]}, {"hier"})
-        self.assertEqual(len(doc["rows"]), 2)  # 1 KiB and 4 KiB, ring between the groups
+        self.assertEqual({r["inner"] for r in doc["rows"]}, {"ring", "biring"})
+        self.assertEqual(len(doc["rows"]), 4)  # 1 KiB and 4 KiB, ring and biring
 
     def test_nothing_skipped_is_an_empty_list(self):
         doc = sim_json(["--topology", "nodes:nodes=4,gpus=2", "--coll", "allgather", "--algo",
                         "hier", "--inner", "all", "-b", "1K", "-e", "1K"])
         self.assertEqual(doc["config"]["skipped"], [])
-        self.assertEqual(len(doc["rows"]), 2)  # hier and hier/hd
+        self.assertEqual(len(doc["rows"]), 3)  # hier, hier/hd and hier/biring
 
     def test_link_use_rows(self):
         # A ring of 4 on a switch at 4 MiB: every link carries 1.5 x 4 MiB

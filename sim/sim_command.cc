@@ -104,7 +104,7 @@ std::uint64_t parse_size(const std::string& text, const char* flag) {
 }
 
 // --inner: what hier runs between groups (all-reduce: the flat all-reduces;
-// reduce-scatter and all-gather: ring, hd).
+// reduce-scatter and all-gather: ring, hd, biring).
 std::vector<Algorithm> inners_of(const SimFlags& f) {
   return coll::parse_inner_list(f.inner, "--inner", coll::parse_collective(f.coll, "--coll"));
 }
@@ -155,7 +155,7 @@ void print_header(const SimFlags& f, const Topology& t, int ranks, int group,
     fmt::print("# group levels {}{} (hier; rings: groups of {}), hier inner {}\n",
                coll::group_levels_name(g, f.upper_groups), f.rotate_levels ? ", rotated" : "", g,
                coll::join_names(inners_of(f)));
-  if (f.prefer_biring && (f.coll == "allreduce" || f.coll == "broadcast" || group == 0))
+  if (f.prefer_biring)
     fmt::print(
         "# rings have the reverse ring's links to themselves: auto's built-in rule prefers "
         "biring\n");
@@ -580,8 +580,9 @@ void add_sim_command(CLI::App& app) {
   cmd->add_option("--inner", flags->inner,
                   "hier: the algorithm between groups, ring (default), tree, hd, direct or biring "
                   "(also inside them) "
-                  "(reduce-scatter and all-gather: ring, or hd with a power-of-two number of "
-                  "groups); a comma list (or all: each the collective's hier runs) runs hier with "
+                  "(reduce-scatter and all-gather: ring, hd with a power-of-two number of "
+                  "groups, or biring, also inside them); a comma list (or all: each the "
+                  "collective's hier runs) runs hier with "
                   "each, e.g. ring,hd with --tune");
   cmd->add_option("--json", flags->json_path, "Write the rows as JSON to this file");
   cmd->add_option("--trace", flags->trace_path,

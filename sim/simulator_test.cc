@@ -363,6 +363,30 @@ TEST(Simulator, HierWithBiringOnATorusUsesBothDirectionsOfBothDimensions) {
   }
 }
 
+// hier's reduce-scatter (groups of a row on a 4x3 torus) runs rings along x
+// over a rank's n blocks (S bytes), then along y over the x-th of them that
+// it kept: (x-1) S/(xB) + (y-1) S/(xyB) without latency (the y rings of a
+// step along x share a pair of ranks, so their latencies overlap and the
+// latency term is not a count of steps); all-gather the mirror image. With
+// biring inside, each ring also goes the other way round with half of each
+// piece, on the links back: the time halves.
+TEST(Simulator, HierReduceScatterAndAllGatherWithBiringUseBothDirections) {
+  const int x = 4, y = 3, n = x * y;
+  const std::uint64_t count = 6000;  // per rank's block; S = 4 n count bytes
+  const double bw = 10e9, bytes = 4.0 * count * n;
+  const Topology t = generate_topology("torus2d:x=4,y=3,bw=10GBps,lat=0");
+  for (CollectiveKind kind : {CollectiveKind::kReduceScatter, CollectiveKind::kAllGather})
+    for (Algorithm inner : {Algorithm::kRing, Algorithm::kBiRing}) {
+      const double ways = inner == Algorithm::kBiRing ? 2.0 : 1.0;
+      const double want =
+          ((x - 1) * bytes / (x * bw * ways) + (y - 1) * bytes / (x * y * bw * ways)) * 1e6;
+      const auto sched =
+          coll::make_schedule({kind, n, count, 0}, {Algorithm::kHierarchical, 1, x, inner});
+      EXPECT_LT(rel_err(time_to_us(simulate(t, *sched).total), want), 1e-6)
+          << coll::collective_name(kind) << " " << coll::algorithm_name(inner);
+    }
+}
+
 // hier in levels of a row, then a plane (--group-size 4x3 on a 4x3x3
 // torus) runs each dimension in turn on what the one below left: x on S,
 // y on S/x, z on S/(xy), each the (bi)ring's closed form, one after the
@@ -820,52 +844,61 @@ TEST(Simulator, RailsAreDisjointWhereRingsMultiplyTheCrossings) {
 // Told so (prefer_biring, as cclab sim tells it from reverse_rings_disjoint),
 // the built-in rule on tori in the levels they hint, and on a ring, is
 // within 1.1x of the fastest row of hd, ring, biring, and hier with the
-// ring, biring or hd across the groups in 1 or 4 chunks, 1 KiB-64 MiB; not
-// told, it runs the ring's one direction and is 1.5x behind or worse at 64
-// MiB.
-TEST(Simulator, BuiltInRuleOnLinksBothWaysIsNearTheFastestRow) {
-  for (const char* spec :
-       {"torus3d:x=4,y=4,z=4", "torus2d:x=8,y=4", "torus3d:x=4,y=4,z=2", "ring:n=16"}) {
-    const Topology t = generate_topology(spec);
-    const int n = static_cast<int>(t.num_endpoints());
-    AlgoConfig told{Algorithm::kAuto, 1, t.group_size_hint};
-    told.upper_groups = t.upper_groups_hint;
-    told.rotate_levels = t.rotate_levels_hint;
-    told.prefer_biring = reverse_rings_disjoint(t, n, t.group_size_hint, t.upper_groups_hint);
-    ASSERT_TRUE(told.prefer_biring) << spec;
-    for (std::uint64_t count : {256u, 4u << 10, 256u << 10, 16u << 20}) {
-      const coll::CollectiveShape shape{CollectiveKind::kAllReduce, n, count, 0};
-      const auto time = [&](AlgoConfig c) {
-        if (c.algo == Algorithm::kHierarchical) {
-          c.upper_groups = told.upper_groups;
-          c.rotate_levels = told.rotate_levels;
-        }
-        return time_to_us(simulate(t, *coll::make_schedule(shape, c), {4, nullptr}).total);
-      };
-      double best = INFINITY;
-      for (Algorithm a : {Algorithm::kHalvingDoubling, Algorithm::kRing, Algorithm::kBiRing})
-        best = std::min(best, time({a, 1, told.group_size}));
-      if (told.group_size > 0)
-        for (int chunks : {1, 4})
-          for (Algorithm inner :
-               {Algorithm::kRing, Algorithm::kBiRing, Algorithm::kHalvingDoubling})
-            best = std::min(best, time({Algorithm::kHierarchical, chunks, told.group_size, inner}));
-      const AlgoConfig chosen = coll::select_algorithm(shape, 4, told, {}).config;
-      const double took =
-          time_to_us(simulate(t, *coll::make_schedule(shape, chosen), {4, nullptr}).total);
-      EXPECT_LE(took, best * 1.1) << fmt::format("{} {} B: {} {:.2f} us, fastest {:.2f}", spec,
-                                                 4 * count, coll::candidate_label(chosen), took,
-                                                 best);
-      if (count == (16u << 20)) {
-        AlgoConfig not_told = told;
-        not_told.prefer_biring = false;
-        const AlgoConfig other = coll::select_algorithm(shape, 4, not_told, {}).config;
-        EXPECT_GE(time_to_us(simulate(t, *coll::make_schedule(shape, other), {4, nullptr}).total),
-                  took * 1.5)
-            << spec << ": " << coll::candidate_label(other);
+// ring, biring or hd across the groups (where hd runs there) in 1 or 4
+// chunks, 1 KiB-64 MiB of the whole buffer, for all-reduce, reduce-scatter
+// and all-gather; not told, it runs the ring's one direction and is 1.5x
+// behind or worse at 64 MiB (reduce-scatter and all-gather on tori: hier's
+// rings in levels one way, 1.65-2x).
+void check_two_way_rule(const char* spec, CollectiveKind kind) {
+  const Topology t = generate_topology(spec);
+  const int n = static_cast<int>(t.num_endpoints());
+  AlgoConfig told{Algorithm::kAuto, 1, t.group_size_hint};
+  told.upper_groups = t.upper_groups_hint;
+  told.rotate_levels = t.rotate_levels_hint;
+  told.prefer_biring = reverse_rings_disjoint(t, n, t.group_size_hint, t.upper_groups_hint);
+  ASSERT_TRUE(told.prefer_biring) << spec;
+  const bool levels = !told.upper_groups.empty() || told.rotate_levels;
+  for (std::uint64_t whole : {256u, 4u << 10, 256u << 10, 16u << 20}) {
+    const std::uint64_t count = kind == CollectiveKind::kAllReduce ? whole : whole / n;
+    const coll::CollectiveShape shape{kind, n, count, 0};
+    const auto time = [&](AlgoConfig c) {
+      if (c.algo == Algorithm::kHierarchical) {
+        c.upper_groups = told.upper_groups;
+        c.rotate_levels = told.rotate_levels;
       }
+      return time_to_us(simulate(t, *coll::make_schedule(shape, c), {4, nullptr}).total);
+    };
+    double best = INFINITY;
+    for (Algorithm a : {Algorithm::kHalvingDoubling, Algorithm::kRing, Algorithm::kBiRing})
+      best = std::min(best, time({a, 1, told.group_size}));
+    if (told.group_size > 0)
+      for (int chunks : {1, 4})
+        for (Algorithm inner : {Algorithm::kRing, Algorithm::kBiRing, Algorithm::kHalvingDoubling})
+          if (coll::hier_inner_refusal(kind, n, told.group_size, inner, levels).empty())
+            best = std::min(best, time({Algorithm::kHierarchical, chunks, told.group_size, inner}));
+    const AlgoConfig chosen = coll::select_algorithm(shape, 4, told, {}).config;
+    const double took =
+        time_to_us(simulate(t, *coll::make_schedule(shape, chosen), {4, nullptr}).total);
+    EXPECT_LE(took, best * 1.1) << fmt::format("{} {} {} B: {} {:.2f} us, fastest {:.2f}", spec,
+                                               coll::collective_name(kind), 4 * whole,
+                                               coll::candidate_label(chosen), took, best);
+    if (whole == (16u << 20)) {
+      AlgoConfig not_told = told;
+      not_told.prefer_biring = false;
+      const AlgoConfig other = coll::select_algorithm(shape, 4, not_told, {}).config;
+      EXPECT_GE(time_to_us(simulate(t, *coll::make_schedule(shape, other), {4, nullptr}).total),
+                took * 1.5)
+          << spec << " " << coll::collective_name(kind) << ": " << coll::candidate_label(other);
     }
   }
+}
+
+TEST(Simulator, BuiltInRuleOnLinksBothWaysIsNearTheFastestRow) {
+  for (const char* spec :
+       {"torus3d:x=4,y=4,z=4", "torus2d:x=8,y=4", "torus3d:x=4,y=4,z=2", "ring:n=16"})
+    for (CollectiveKind kind :
+         {CollectiveKind::kAllReduce, CollectiveKind::kReduceScatter, CollectiveKind::kAllGather})
+      check_two_way_rule(spec, kind);
 }
 
 // Broadcast's built-in rule (the pipelined chain where the buffer makes

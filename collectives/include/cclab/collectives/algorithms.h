@@ -233,14 +233,13 @@ inline constexpr int kHierMinChunks = 4;
 inline constexpr int kHierMaxChunks = 256;
 int hier_pipeline_chunks(std::uint64_t bytes, std::uint64_t block,
                          std::uint64_t min_chunk = kHierMinChunkBytes);
-// With config.prefer_biring, for all-reduce, and for reduce-scatter and
-// all-gather without groups: below 8 ranks direct as above; from 8 ranks hd
-// while a rank's block is at most two_way_hd_block_limit() (hd's far
-// exchanges cross several of those links); else biring, or between groups hier with
-// biring (its phases inside the groups bidirectional too) in
-// hier_pipeline_chunks(bytes, bytes) chunks but at most kHierMinChunks, in
-// levels as well. Grouped
-// reduce-scatter and all-gather and broadcast keep the rules above.
+// With config.prefer_biring, for all-reduce, reduce-scatter and all-gather:
+// below 8 ranks direct as above; from 8 ranks hd while a rank's block is at
+// most two_way_hd_block_limit() (hd's far exchanges cross several of those
+// links); else biring, or between groups hier with biring (its phases
+// inside the groups bidirectional too) in hier_pipeline_chunks(whole
+// buffer, block) chunks but at most kHierMinChunks, in levels as well.
+// Broadcast keeps its rule below.
 inline constexpr std::uint64_t kTwoWayHdBlockLimit = 16;
 // kTwoWayHdBlockLimit, or kGroupedHdBlockLimit where rotated levels are of
 // unequal sizes (rotated_levels_unequal: their phases last as long as the
