@@ -497,8 +497,10 @@ bool rotated_levels_unequal(int ranks, const AlgoConfig& config) {
   return top > 1 && top != config.group_size;
 }
 
-std::uint64_t two_way_hd_block_limit(int ranks, const AlgoConfig& config) {
-  return rotated_levels_unequal(ranks, config) ? kGroupedHdBlockLimit : kTwoWayHdBlockLimit;
+std::uint64_t two_way_hd_block_limit(const CollectiveShape& shape, const AlgoConfig& config) {
+  const bool grouped_blocks = shape.kind != CollectiveKind::kAllReduce && has_groups(shape, config);
+  return grouped_blocks || rotated_levels_unequal(shape.ranks, config) ? kGroupedHdBlockLimit
+                                                                       : kTwoWayHdBlockLimit;
 }
 
 bool takes_two_way_rule(const CollectiveShape& shape, const AlgoConfig& config) {
@@ -573,7 +575,7 @@ AlgoConfig choose_on_two_way_links(const CollectiveShape& shape, std::size_t ele
   const std::uint64_t direct_limit = grouped ? kGroupedDirectTrafficLimit : kDirectTrafficLimit;
   if (n < 8 && bytes * (n - 1) <= direct_limit) {
     config.algo = Algorithm::kDirect;
-  } else if (n >= 8 && block <= two_way_hd_block_limit(n, config)) {
+  } else if (n >= 8 && block <= two_way_hd_block_limit(shape, config)) {
     config.algo = Algorithm::kHalvingDoubling;
   } else if (!grouped) {
     config.algo = Algorithm::kBiRing;

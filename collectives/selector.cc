@@ -195,7 +195,7 @@ std::string two_way_rule(const CollectiveShape& shape, const AlgoConfig& request
       "direct while (ranks-1) x bytes is at most {}, from 8 ranks hd while a rank's block is at "
       "most {}, else {}",
       bytes_label(grouped ? kGroupedDirectTrafficLimit : kDirectTrafficLimit),
-      bytes_label(two_way_hd_block_limit(shape.ranks, requested)), past);
+      bytes_label(two_way_hd_block_limit(shape, requested)), past);
 }
 
 // Broadcast's (broadcast_chain_pieces).

@@ -884,7 +884,8 @@ TEST(Selector, BuiltInRuleOnLinksBothWaysRunsBiring) {
   // Grouped reduce-scatter and all-gather too (their hier's rings both ways
   // in the phased levels), where the grouped rule runs hd between the
   // groups; chunks as all-reduce's of the whole buffer (64 MiB here), at
-  // most 4. A rank's block of 16 B or less: hd.
+  // most 4. A rank's block of 1 KiB or less: hd, as the grouped rule (their
+  // hier sends about n pieces a rank).
   rows.chunks = 1;
   AlgoConfig rows_not_told = rows;
   rows_not_told.prefer_biring = false;
@@ -896,8 +897,8 @@ TEST(Selector, BuiltInRuleOnLinksBothWaysRunsBiring) {
         << rs.reason;
     EXPECT_EQ(candidate_label(choose(kind, 64, 1u << 18, rows_not_told).config), "hier/hd:128");
     EXPECT_EQ(candidate_label(choose(kind, 64, 1024, rows).config), "hier/biring");
-    EXPECT_EQ(choose(kind, 64, 4, rows).config.algo, Algorithm::kHalvingDoubling);
-    EXPECT_EQ(choose(kind, 64, 5, rows).config.inner, Algorithm::kBiRing);
+    EXPECT_EQ(choose(kind, 64, 256, rows).config.algo, Algorithm::kHalvingDoubling);
+    EXPECT_EQ(choose(kind, 64, 257, rows).config.inner, Algorithm::kBiRing);
     const Selection in_cube = choose(kind, 64, 1u << 18, cube);
     EXPECT_EQ(candidate_label(in_cube.config), "hier/biring:4");
     EXPECT_TRUE(in_cube.config.rotate_levels);

@@ -243,9 +243,13 @@ int hier_pipeline_chunks(std::uint64_t bytes, std::uint64_t block,
 inline constexpr std::uint64_t kTwoWayHdBlockLimit = 16;
 // kTwoWayHdBlockLimit, or kGroupedHdBlockLimit where rotated levels are of
 // unequal sizes (rotated_levels_unequal: their phases last as long as the
-// longest level's, which costs latency hd does not pay).
+// longest level's, which costs latency hd does not pay) and for grouped
+// reduce-scatter and all-gather, as the grouped rule: their hier's rings
+// carry a rank's block in a piece per ring of each level, about n messages
+// a rank (at 4,096 ranks, 256 B blocks, hier/biring was past 300 s to
+// simulate where hd took 0.45).
 bool rotated_levels_unequal(int ranks, const AlgoConfig& config);
-std::uint64_t two_way_hd_block_limit(int ranks, const AlgoConfig& config);
+std::uint64_t two_way_hd_block_limit(const CollectiveShape& shape, const AlgoConfig& config);
 // Whether choose_config takes that rule for the call.
 bool takes_two_way_rule(const CollectiveShape& shape, const AlgoConfig& config);
 // Broadcast: from 3 ranks, where the buffer makes at least ranks/2 pieces
