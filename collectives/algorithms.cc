@@ -92,9 +92,10 @@ void validate(const CollectiveShape& s, const AlgoConfig& c) {
                                       join_names(inner_algorithms(), ", ")));
   if (c.algo == Algorithm::kHierarchical && !allows_inner(s.kind, c.inner))
     throw InvalidArgument(
-        fmt::format("inner: '{}' is not allowed for {} (allowed: ring, hd, biring; hier's {} "
-                    "runs rings inside its groups)",
-                    algorithm_name(c.inner), collective_name(s.kind), collective_name(s.kind)));
+        fmt::format("inner: '{}' is not allowed for {} (allowed: {}; hier's {} runs rings "
+                    "inside its groups)",
+                    algorithm_name(c.inner), collective_name(s.kind),
+                    join_names(inners_for(s.kind), ", "), collective_name(s.kind)));
   if (c.algo == Algorithm::kHierarchical) {
     const bool levels = !c.upper_groups.empty() || c.rotate_levels;
     if (const auto why = hier_inner_refusal(s.kind, s.ranks, c.group_size, c.inner, levels);
@@ -318,6 +319,12 @@ bool allows_inner(CollectiveKind kind, Algorithm inner) {
          (rs_or_ag && (inner == Algorithm::kHalvingDoubling || inner == Algorithm::kBiRing));
 }
 
+std::vector<Algorithm> inners_for(CollectiveKind kind) {
+  std::vector<Algorithm> out = inner_algorithms();
+  std::erase_if(out, [&](Algorithm a) { return !allows_inner(kind, a); });
+  return out;
+}
+
 Algorithm parse_inner(std::string_view name, std::string_view what) {
   for (Algorithm a : inner_algorithms())
     if (algorithm_name(a) == name) return a;
@@ -361,9 +368,7 @@ std::vector<Algorithm> parse_inner_list(std::string_view text, std::string_view 
 
 std::vector<Algorithm> parse_inner_list(std::string_view text, std::string_view what,
                                         CollectiveKind kind) {
-  std::vector<Algorithm> choices = inner_algorithms();
-  std::erase_if(choices, [&](Algorithm a) { return !allows_inner(kind, a); });
-  return parse_inner_items(text, what, choices, [&](Algorithm) {
+  return parse_inner_items(text, what, inners_for(kind), [&](Algorithm) {
     if (kind == CollectiveKind::kBroadcast)
       throw InvalidArgument(fmt::format(
           "{}: --coll broadcast has no hier, so nothing runs between groups (allowed: ring, the "
@@ -371,8 +376,8 @@ std::vector<Algorithm> parse_inner_list(std::string_view text, std::string_view 
           what));
     throw InvalidArgument(fmt::format(
         "{}: the hier of --coll {} runs rings inside its groups and the ring or hd between them, "
-        "or rings both ways in and between them (allowed: ring, hd, biring, or all)",
-        what, collective_name(kind)));
+        "or rings both ways in and between them (allowed: {}, or all)",
+        what, collective_name(kind), join_names(inners_for(kind), ", ")));
   });
 }
 

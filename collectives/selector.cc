@@ -75,11 +75,10 @@ Algorithm parse_band_inner(const json& b, Algorithm algo, CollectiveKind kind,
   const Algorithm inner =
       parse_inner(name, fmt::format("tuning table '{}': {}.inner", source, field));
   if (!allows_inner(kind, inner))
-    bad_field(
-        source, field + ".inner",
-        fmt::format("'{}' is not allowed for {} (allowed: ring, hd, biring; its hier runs rings "
-                    "inside its groups)",
-                    name, collective_name(kind)));
+    bad_field(source, field + ".inner",
+              fmt::format("'{}' is not allowed for {} (allowed: {}; its hier runs rings inside its "
+                          "groups)",
+                          name, collective_name(kind), join_names(inners_for(kind), ", ")));
   return inner;
 }
 

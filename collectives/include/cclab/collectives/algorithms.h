@@ -112,10 +112,12 @@ bool supports(CollectiveKind kind, Algorithm a);
 // all-reduces, in display order.
 std::vector<Algorithm> inner_algorithms();
 // Whether `kind`'s hier may run `inner` between groups: all-reduce's any of
-// inner_algorithms(), reduce-scatter's and all-gather's the ring or hd
-// (hier_inner_refusal() says where hd can run), broadcast (no hier) the ring,
-// the default.
+// inner_algorithms(), reduce-scatter's and all-gather's the ring, hd or
+// biring (hier_inner_refusal() says where hd can run), broadcast (no hier)
+// the ring, the default.
 bool allows_inner(CollectiveKind kind, Algorithm inner);
+// Those of inner_algorithms() that allows_inner(kind, ...), in display order.
+std::vector<Algorithm> inners_for(CollectiveKind kind);
 // One of inner_algorithms() by name; throws InvalidArgument naming `what`
 // and the allowed names.
 Algorithm parse_inner(std::string_view name, std::string_view what);
@@ -133,7 +135,7 @@ std::vector<Algorithm> parse_algorithm_list(std::string_view list, CollectiveKin
 // item.
 std::vector<Algorithm> parse_inner_list(std::string_view text, std::string_view what);
 // The same for --coll `kind`: only those allows_inner(kind, ...), and `all`
-// for every one of them (reduce-scatter: ring, hd).
+// for every one of them (inners_for(kind)).
 std::vector<Algorithm> parse_inner_list(std::string_view text, std::string_view what,
                                         CollectiveKind kind);
 // Whether an --inner list names `all`: then a row that cannot run where it
