@@ -1,6 +1,6 @@
 // Max-min fair sharing by progressive filling (see network.h).
 //
-// Within a component, let c_l be link l's residual capacity and n_l the number
+// Within the region being refilled, let c_l be link l's residual capacity and n_l the number
 // of its flows not yet frozen. The next link to saturate is the one with the
 // smallest fair share c_l / n_l; its unfrozen flows get exactly that rate and
 // freeze, and the share is subtracted from every link they cross. Each round
@@ -15,6 +15,7 @@
 #include "cclab/sim/network.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <utility>
 
@@ -136,7 +137,7 @@ void Network::activate(FlowId id) {
   if (alone_rate <= 0) {
     // Sharing its links: no link of its can fill below its capacity over its
     // flows, nor could one before, so the rates below the least such level
-    // stand (reshare_component); f is above every level until refilled.
+    // stand (network.h); f is above every level until refilled.
     double fill = std::numeric_limits<double>::infinity();
     for (LinkId l : f.links())
       fill = std::min(fill, links_[l].bw_bps / static_cast<double>(links_[l].flows.size()));
@@ -164,7 +165,7 @@ std::uint64_t Network::finish(FlowId id) {
   }
   if (f.active) {
     --active_;
-    // The rates below f's stand (reshare_component).
+    // The rates below f's stand (network.h).
     kept_below_ = std::min(kept_below_, f.rate * kBelowTies);
   }
   f.active = f.live = false;
@@ -186,50 +187,160 @@ void Network::reshare_deferred() {
   ++refills_;
   seeds_.swap(deferred_);
   deferred_.clear();
-  // Stamps only grow: a seed stamped since `first` is in a component already
-  // reshared at this instant. A seed may have finished since it was deferred
-  // (or its id been reused by a flow not yet active). Each seed takes at most
-  // one stamp; before they could wrap, every stamp starts again from 0.
-  if (stamp_ > std::numeric_limits<std::uint32_t>::max() - seeds_.size() - 1) {
+  // Stamps only grow; an instant takes at most kStampsPerInstant. Before
+  // they could wrap, every stamp starts again from 0.
+  if (stamp_ > std::numeric_limits<std::uint32_t>::max() - kStampsPerInstant) {
     for (Flow& f : flows_) f.stamp = 0;
     for (LinkState& l : links_) l.stamp = 0;
     stamp_ = 0;
   }
-  const std::uint32_t first = stamp_ + 1;
-  const double kept_below = std::exchange(kept_below_, kNoShare);
-  for (FlowId s : seeds_)
-    if (flows_[s].active && flows_[s].stamp < first) reshare_component(s, kept_below);
+  refill_locally(std::exchange(kept_below_, kNoShare));
 }
 
-void Network::collect_above(FlowId seed, double kept_below) {
-  ++stamp_;
+void Network::refill_locally(double kept_below) {
+  if (prev_rate_.size() < flows_.size()) {
+    prev_rate_.resize(flows_.size());
+    freeze_link_.resize(flows_.size());
+  }
+  region_ = ++stamp_;
   comp_flows_.clear();
-  comp_links_.clear();
-  if (flows_[seed].rate < kept_below) return;  // kept
-  flows_[seed].stamp = stamp_;
-  comp_flows_.push_back(seed);
-  for (std::size_t i = 0; i < comp_flows_.size(); ++i) {
+  // A seed may have finished since it was deferred (or its id been reused by
+  // a flow not yet active).
+  for (FlowId s : seeds_)
+    if (flows_[s].active && flows_[s].stamp != region_ && flows_[s].rate >= kept_below)
+      join_region(s);
+  if (comp_flows_.empty()) return;
+  for (int round = 1;; ++round) {
+    fill_region();
+    if (!grow_region()) break;
+    grown_ += round == 1;
+    if (round == kLocalRounds) {
+      // Still growing: take every flow at or above the kept level that the
+      // region reaches, which needs no check (see network.h).
+      ++widened_;
+      join_reach(kept_below);
+      fill_region();
+      break;
+    }
+  }
+  for (FlowId id : comp_flows_) {
+    Flow& f = flows_[id];
+    if (f.rate == prev_rate_[id]) continue;
+    if (std::abs(f.rate - prev_rate_[id]) <= kIsTies * prev_rate_[id]) {
+      f.rate = prev_rate_[id];
+      continue;
+    }
+    schedule_done(id);
+  }
+  if (trace_) trace_links(comp_links_);
+}
+
+void Network::join_region(FlowId id) {
+  Flow& f = flows_[id];
+  f.stamp = region_;
+  // Settle the bytes sent at the old rate since the last change.
+  const Time now = queue_.now();
+  f.remaining = std::max(0.0, f.remaining - f.rate * time_to_seconds(now - f.updated));
+  f.updated = now;
+  prev_rate_[id] = f.rate;
+  comp_flows_.push_back(id);
+}
+
+void Network::join_reach(double kept_below) {
+  const std::uint32_t seen = ++stamp_;
+  for (std::size_t i = 0; i < comp_flows_.size(); ++i)
     for (LinkId l : flows_[comp_flows_[i]].links()) {
       LinkState& link = links_[l];
-      if (link.stamp == stamp_) continue;
-      link.stamp = stamp_;
+      if (link.stamp == seen) continue;
+      link.stamp = seen;
+      for (FlowId other : link.flows)
+        if (flows_[other].stamp != region_ && flows_[other].rate >= kept_below) join_region(other);
+    }
+}
+
+void Network::fill_region() {
+  const std::uint32_t seen = ++stamp_;
+  comp_links_.clear();
+  for (FlowId id : comp_flows_)
+    for (LinkId l : flows_[id].links()) {
+      LinkState& link = links_[l];
+      if (link.stamp == seen) continue;
+      link.stamp = seen;
       comp_links_.push_back(l);
-      // The flows kept on it take their share off its capacity; the others
-      // are the component's, to refill.
+      // The flows outside the region take their rates off its capacity.
       link.residual = link.bw_bps;
       link.unfrozen = 0;
       for (FlowId other : link.flows) {
-        Flow& g = flows_[other];
-        if (g.rate < kept_below) {
-          link.residual = std::max(0.0, link.residual - g.rate);
-          continue;
-        }
-        ++link.unfrozen;
-        if (g.stamp == stamp_) continue;
-        g.stamp = stamp_;
-        comp_flows_.push_back(other);
+        if (flows_[other].stamp == region_)
+          ++link.unfrozen;
+        else
+          link.residual = std::max(0.0, link.residual - flows_[other].rate);
       }
+      link.outside = link.flows.size() - link.unfrozen;
     }
+  fill_progressively();
+}
+
+bool Network::grow_region() {
+  // Only where a region flow's rate changed, or where one froze, can a
+  // bottleneck be lost or a region flow's be false; elsewhere every flow's
+  // bottleneck stands as it was.
+  const std::uint32_t seen = ++stamp_;
+  const std::size_t before = comp_flows_.size();
+  const auto check_once = [&](LinkId l) {
+    if (links_[l].stamp == seen) return;
+    links_[l].stamp = seen;
+    check_link(l);
+  };
+  for (std::size_t i = 0; i < before; ++i) {
+    const FlowId id = comp_flows_[i];
+    check_once(freeze_link_[id]);
+    if (flows_[id].rate == prev_rate_[id]) continue;
+    for (LinkId l : flows_[id].links()) check_once(l);
+  }
+  return comp_flows_.size() > before;
+}
+
+void Network::check_link(LinkId l) {
+  const LinkState& link = links_[l];
+  // Every flow on it in the region when it was filled (and flows only join):
+  // nothing to check.
+  if (link.outside == 0) return;
+  // The link as it was (but for the flows that left it at this instant:
+  // theirs were its other flows, all seeds) and as it is after the refill.
+  double old_sum = 0, old_max = 0, new_sum = 0, new_max = 0, level = -1, outside_max = -1;
+  for (FlowId id : link.flows) {
+    const Flow& g = flows_[id];
+    const bool inside = g.stamp == region_;
+    const double before = inside ? prev_rate_[id] : g.rate;
+    if (before != kArriving) {
+      old_sum += before;
+      old_max = std::max(old_max, before);
+    }
+    new_sum += g.rate;
+    new_max = std::max(new_max, g.rate);
+    if (inside && freeze_link_[id] == l) level = std::max(level, g.rate);
+    if (!inside) outside_max = std::max(outside_max, g.rate);
+  }
+  // Was: generously (more bottlenecks to keep); is: strictly (fewer kept).
+  const bool was_full = old_sum >= link.bw_bps * (1 - kWasTies);
+  const bool is_full = new_sum >= link.bw_bps * (1 - kIsTies);
+  const double fastest_was = old_max * (1 - kWasTies), fastest_is = new_max * (1 - kIsTies);
+  // A region flow froze here at `level`: nothing on the link may be faster.
+  // A flow whose bottleneck this was (full, and it the fastest on it) needs
+  // it full still and itself still the fastest.
+  const auto above_level = [&](double rate) { return level >= 0 && rate > level * (1 + kIsTies); };
+  const auto lost_bottleneck = [&](double rate) {
+    return was_full && rate >= fastest_was && (!is_full || rate < fastest_is);
+  };
+  // Neither for the fastest flow outside: none fails (a link of many flows
+  // is read once).
+  if (!above_level(outside_max) &&
+      !(was_full && outside_max >= fastest_was && (!is_full || fastest_was < fastest_is)))
+    return;
+  for (FlowId id : link.flows) {
+    const Flow& h = flows_[id];
+    if (h.stamp != region_ && (above_level(h.rate) || lost_bottleneck(h.rate))) join_region(id);
   }
 }
 
@@ -244,6 +355,8 @@ void Network::fill_progressively() {
     CCLAB_CHECK(share < std::numeric_limits<double>::infinity(),
                 "progressive filling found no link to saturate");
     flows_[comp_flows_[0]].rate = share;
+    for (LinkId l : comp_links_)
+      if (links_[l].residual == share) freeze_link_[comp_flows_[0]] = l;
     return;
   }
   for (FlowId id : comp_flows_) flows_[id].rate = -1;  // -1: not frozen yet
@@ -267,6 +380,7 @@ void Network::fill_progressively() {
       Flow& f = flows_[id];
       if (f.rate >= 0) continue;
       f.rate = share;
+      freeze_link_[id] = share_links_[first];
       ++frozen;
       for (LinkId l : f.links()) {
         LinkState& link = links_[l];
@@ -344,23 +458,6 @@ void Network::compact_shares() {
   shares_.resize(kept);
   share_links_.resize(kept);
   rebuild_blocks();
-}
-
-void Network::reshare_component(FlowId seed, double kept_below) {
-  collect_above(seed, kept_below);
-  const Time now = queue_.now();
-  old_rate_.clear();
-  for (FlowId id : comp_flows_) {
-    Flow& f = flows_[id];
-    // Settle the bytes sent at the old rate since the last change.
-    f.remaining = std::max(0.0, f.remaining - f.rate * time_to_seconds(now - f.updated));
-    f.updated = now;
-    old_rate_.push_back(f.rate);
-  }
-  fill_progressively();
-  for (std::size_t i = 0; i < comp_flows_.size(); ++i)
-    if (flows_[comp_flows_[i]].rate != old_rate_[i]) schedule_done(comp_flows_[i]);
-  if (trace_) trace_links(comp_links_);
 }
 
 void Network::trace_links(std::span<const LinkId> links) const {

@@ -3,8 +3,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
+#include <optional>
 #include <random>
+#include <span>
 #include <vector>
 
 #include <fmt/format.h>
@@ -189,21 +192,28 @@ std::map<FlowId, double> reference_max_min(const std::map<FlowId, std::vector<Li
   return rate;
 }
 
-// An instant refills only the rates above the level where progressive
-// filling first runs differently (reshare_component): after every instant,
-// every active flow's rate must be the max-min rate of the flows then
-// active. 48 flows over a chain of 8 links of 1-10 GB/s, each over a random
-// stretch of it, with 0.1-1 GB each, start together (one component) and
-// leave one by one; 16 more arrive at instants where flows leave, and 16 at
-// instants of their own (after a latency); five draws.
-void check_instants_against_reference(std::uint64_t seed) {
+// What the driver below saw: instants checked, and the network's count of
+// refills whose region grew.
+struct InstantCounts {
+  int instants = 0;
+  std::uint64_t grown = 0;
+};
+
+// Picks a flow's two endpoints (indices into the topology's endpoints).
+using PairPicker = std::function<std::pair<int, int>(std::mt19937_64&)>;
+
+// Runs flows between endpoints that `pick` draws and, after every instant, checks
+// every active flow's rate against the max-min rates of the flows then
+// active. `initial` flows start together (one component where their routes
+// overlap) and leave as they finish; `among` more arrive at instants where
+// flows leave (every fifth instant), and `alone` at instants of their own
+// (every third, after a latency of 1-1000 us), each of 0.1-1 GB.
+InstantCounts check_instants_against_reference(const Topology& t, const PairPicker& pick,
+                                               std::uint64_t seed, int initial, int among,
+                                               int alone) {
   SCOPED_TRACE(fmt::format("seed {}", seed));
-  Topology t;
-  std::vector<NodeId> nodes;
-  for (int i = 0; i <= 8; ++i) nodes.push_back(t.add_endpoint(fmt::format("n{}", i), true));
   std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> bw(1e9, 1e10), bytes(1e8, 1e9);
-  for (int i = 0; i < 8; ++i) t.add_link(nodes[i], nodes[i + 1], bw(rng), 0);
+  std::uniform_real_distribution<double> bytes(1e8, 1e9);
   SimQueue q;
   Network net(t, q);
   Router router(t);
@@ -213,21 +223,21 @@ void check_instants_against_reference(std::uint64_t seed) {
   std::map<std::uint64_t, FlowId> by_tag;
   std::uint64_t next_tag = 0;
   const auto start = [&](Time latency) {
-    const int from = int(rng() % 8), to = from + 1 + int(rng() % (8 - from));
-    const Route& r = router.route(nodes[from], nodes[to]);
+    const auto [from, to] = pick(rng);
+    const Route& r = router.route(t.endpoint(from), t.endpoint(to));
     const FlowId id = net.start(r.links, latency, bytes(rng), next_tag);
     pending[id] = {q.now() + latency, {r.links.begin(), r.links.end()}};
     by_tag[next_tag++] = id;
   };
-  for (int i = 0; i < 48; ++i) start(0);
-  int instants = 0, among = 0, alone = 0;
+  for (int i = 0; i < initial; ++i) start(0);
+  InstantCounts seen;
+  int arrived_among = 0, arrived_alone = 0;
   while (!q.empty()) {
     const auto e = q.pop();
     if (auto tag = net.handle(e.payload)) active.erase(by_tag.at(*tag));
     if (!q.empty() && q.peek(0)->time == q.now()) continue;  // the instant goes on
-    // Every fifth instant one more flow arrives among the departures.
-    if (++instants % 5 == 0 && among < 16) {
-      ++among;
+    if (++seen.instants % 5 == 0 && arrived_among < among) {
+      ++arrived_among;
       start(0);
       continue;  // its instant goes on
     }
@@ -239,22 +249,127 @@ void check_instants_against_reference(std::uint64_t seed) {
         ++it;
       }
     for (const auto& [id, want] : reference_max_min(active, t))
-      ASSERT_LT(rel_err(net.rate(id), want), 1e-9)
-          << "flow " << id << " after instant " << instants << ", " << active.size() << " active";
-    // Every third instant a flow starts that arrives 1-1000 ns later, alone.
-    if (instants % 3 == 0 && alone < 16) {
-      ++alone;
+      EXPECT_LT(rel_err(net.rate(id), want), 1e-9)
+          << "flow " << id << " after instant " << seen.instants << ", " << active.size()
+          << " active";
+    if (::testing::Test::HasFailure()) break;
+    if (seen.instants % 3 == 0 && arrived_alone < alone) {
+      ++arrived_alone;
       start(static_cast<Time>(1000 + rng() % 999'000));
     }
   }
   EXPECT_TRUE(active.empty());
   EXPECT_TRUE(pending.empty());
-  EXPECT_EQ(next_tag, 80u);
-  EXPECT_GE(instants, 90);  // departures (nearly) one by one, and the lone arrivals
+  EXPECT_EQ(next_tag, std::uint64_t(initial + among + alone));
+  seen.grown = net.refills_grown();
+  return seen;
 }
 
+// 48 flows over a chain of 8 links of 1-10 GB/s, each over a random stretch
+// of it; 16 arrive among departures and 16 alone; five draws.
 TEST(Network, RatesAfterEachInstantAreMaxMinFair) {
-  for (std::uint64_t seed = 1; seed <= 5; ++seed) check_instants_against_reference(seed);
+  for (std::uint64_t seed = 1; seed <= 5; ++seed) {
+    Topology t;
+    std::vector<NodeId> nodes;
+    for (int i = 0; i <= 8; ++i) nodes.push_back(t.add_endpoint(fmt::format("n{}", i), true));
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> bw(1e9, 1e10);
+    for (int i = 0; i < 8; ++i) t.add_link(nodes[i], nodes[i + 1], bw(rng), 0);
+    const auto forward = [](std::mt19937_64& r) {
+      const int from = int(r() % 8);
+      return std::pair{from, from + 1 + int(r() % (8 - from))};
+    };
+    const InstantCounts seen = check_instants_against_reference(t, forward, seed, 48, 16, 16);
+    EXPECT_GE(seen.instants, 90);  // departures (nearly) one by one, and the lone arrivals
+  }
+}
+
+// Any two different endpoints of n.
+PairPicker any_pair(int n) {
+  return [n](std::mt19937_64& r) {
+    const int from = int(r() % n);
+    return std::pair{from, (from + 1 + int(r() % (n - 1))) % n};
+  };
+}
+
+// A departure whose effect travels the length of a chain: links 0..k, link
+// 0 of 2 GB/s carrying f and g0, link i (1 <= i < k) of 2i+1 GB/s carrying
+// g(i-1) and gi, link k (fast) gk-1 alone. Progressive filling gives f and
+// g0 1 GB/s and gi i+1 (link i's room over g(i-1)'s rate). When f leaves,
+// g0 and g1 share link 1 at 1.5, then g2 and g3 link 3 at 3.5 (link 2 has
+// 5 - 1.5 for g2), and so on: g(2j) = g(2j+1) = 2j + 1.5. Every g changes,
+// one link further each round of the local refill's growth: k - 1 rounds,
+// past kLocalRounds (8) at k = 12, where it takes the whole reach instead.
+void check_departure_along_a_chain(int k, std::uint64_t widened) {
+  SCOPED_TRACE(fmt::format("chain of {} links", k + 1));
+  Topology t;
+  std::vector<NodeId> nodes;
+  for (int i = 0; i <= k + 1; ++i) nodes.push_back(t.add_endpoint(fmt::format("n{}", i), true));
+  std::vector<LinkId> links;
+  for (int i = 0; i <= k; ++i) {
+    const double gbps = i == 0 ? 2 : i < k ? 2 * i + 1 : 1000;
+    links.push_back(t.add_link(nodes[i], nodes[i + 1], gbps * 1e9, 0));
+  }
+  SimQueue q;
+  Network net(t, q);
+  const FlowId f = net.start(std::span(links).first(1), 0, 1e6, 1000);
+  std::vector<FlowId> g;
+  for (int i = 0; i < k; ++i) g.push_back(net.start(std::span(links).subspan(i, 2), 0, 1e15, i));
+  run_until_active(q, net, k + 1);
+  EXPECT_DOUBLE_EQ(net.rate(f), 1e9);
+  for (int i = 0; i < k; ++i) EXPECT_DOUBLE_EQ(net.rate(g[i]), (i + 1) * 1e9) << "g" << i;
+  const std::uint64_t grown = net.refills_grown();
+  std::optional<std::uint64_t> done;
+  while (!done) done = net.handle(q.pop().payload);
+  ASSERT_EQ(*done, 1000u);
+  while (!q.empty() && q.peek(0)->time == q.now()) net.handle(q.pop().payload);
+  for (int i = 0; i < k; ++i) EXPECT_DOUBLE_EQ(net.rate(g[i]), (i / 2 * 2 + 1.5) * 1e9) << "g" << i;
+  EXPECT_EQ(net.refills_grown(), grown + 1);
+  EXPECT_EQ(net.refills_widened(), widened);
+}
+
+TEST(Network, ADepartureThatMovesAWholeChainGrowsTheRefillAlongIt) {
+  check_departure_along_a_chain(6, 0);   // 5 rounds
+  check_departure_along_a_chain(12, 1);  // 11 rounds: the whole reach after 8
+}
+
+// A leaf-spine whose links all differ (1-10 GB/s): 4 leaves of 4 hosts, 3
+// spines, so that flows meet on host links and on uplinks and a refill's
+// effect travels beyond the seeds' neighbours. The local refill must grow
+// its region there and still give the max-min rates after every instant.
+TEST(Network, LocalRefillsGrowToTheMaxMinRatesOnALeafSpine) {
+  std::uint64_t grown = 0;
+  for (std::uint64_t seed = 1; seed <= 6; ++seed) {
+    Topology t;
+    std::mt19937_64 rng(seed * 7919);
+    std::uniform_real_distribution<double> bw(1e9, 1e10);
+    std::vector<NodeId> leaves, spines;
+    for (int s = 0; s < 3; ++s)
+      spines.push_back(t.add_node(NodeKind::kSwitch, fmt::format("spine{}", s), true));
+    for (int l = 0; l < 4; ++l) {
+      leaves.push_back(t.add_node(NodeKind::kSwitch, fmt::format("leaf{}", l), true));
+      for (NodeId s : spines) {
+        t.add_link(leaves[l], s, bw(rng), 0);
+        t.add_link(s, leaves[l], bw(rng), 0);
+      }
+      for (int h = 0; h < 4; ++h) {
+        const NodeId host = t.add_endpoint(fmt::format("h{}", 4 * l + h));
+        t.add_link(host, leaves[l], bw(rng), 0);
+        t.add_link(leaves[l], host, bw(rng), 0);
+      }
+    }
+    grown += check_instants_against_reference(t, any_pair(16), seed, 64, 24, 24).grown;
+  }
+  EXPECT_GT(grown, 0u);
+}
+
+// The same on the generated fat tree, whose links all run at one rate: its
+// rates tie at every level, where the checks' tolerances must neither take
+// rounding for a change nor miss one.
+TEST(Network, LocalRefillsGiveTheMaxMinRatesWhereRatesTie) {
+  const Topology t = generate_topology("fat-tree:hosts=16,leaves=4,spines=2,lat=0");
+  for (std::uint64_t seed = 1; seed <= 4; ++seed)
+    check_instants_against_reference(t, any_pair(16), seed, 64, 24, 24);
 }
 
 }  // namespace

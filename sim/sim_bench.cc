@@ -10,6 +10,10 @@
 //   hier with hd between the 4 leaves of a fat tree of 128 hosts and 2 spines
 //   in 64 chunks: every flow between leaves shares an uplink with the others,
 //   so the flows in flight form one component that each instant refills
+//   the same on a leaf-spine of 1024 hosts in 16 leaves and 16 spines
+//   without oversubscription (uplinks at 4x the hosts' links), 8 chunks:
+//   the component spans the fabric, but an instant changes few of its rates
+//   (the local refill's case)
 //   hd on a 24x24 torus: 576 ranks, not a power of two, so Rabenseifner's
 //   extra steps and the folded ranks' partners cross the torus, and the
 //   flows of a step share links in one large component (progressive filling)
@@ -76,6 +80,10 @@ void BM_SimHierHdFatTree128Spines2(benchmark::State& state) {
   simulate_case(state, "fat-tree:hosts=128,leaves=4,spines=2", Algorithm::kHierarchical, 64, 32,
                 Algorithm::kHalvingDoubling);
 }
+void BM_SimHierHdFatTree1024Spines16(benchmark::State& state) {
+  simulate_case(state, "fat-tree:hosts=1024,leaves=16,spines=16,uplink=400Gbps",
+                Algorithm::kHierarchical, 8, 64, Algorithm::kHalvingDoubling);
+}
 void BM_SimHierNodes2048(benchmark::State& state) {
   simulate_case(state, "nodes:nodes=2048,gpus=8", Algorithm::kHierarchical, 1, 8);
 }
@@ -87,6 +95,7 @@ BENCHMARK(BM_SimHdTorus24x24)->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK(BM_SimHierNodes256)->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK(BM_SimHierHdNodes256)->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK(BM_SimHierHdFatTree128Spines2)->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK(BM_SimHierHdFatTree1024Spines16)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_SimHierNodes2048)->Unit(benchmark::kMillisecond)->Iterations(1);
 
 }  // namespace
