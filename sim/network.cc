@@ -1,12 +1,12 @@
 // Max-min fair sharing by progressive filling (see network.h).
 //
-// Within the region being refilled, let c_l be link l's residual capacity and n_l the number
-// of its flows not yet frozen. The next link to saturate is the one with the
-// smallest fair share c_l / n_l; its unfrozen flows get exactly that rate and
-// freeze, and the share is subtracted from every link they cross. Each round
-// freezes at least one flow, so a component of F flows and L links takes at
-// most min(F, L) rounds. The shares sit in a dense array in the component's
-// link order (ties go to the earlier link), kept up to date as flows freeze
+// Within the region being refilled, let c_l be link l's residual capacity
+// and n_l the number of its flows not yet frozen. The next link to saturate
+// is the one with the smallest fair share c_l / n_l; its unfrozen flows get
+// exactly that rate and freeze, and the share is subtracted from every link
+// they cross. Each round freezes at least one flow, so a region of F flows
+// and L links takes at most min(F, L) rounds. The shares sit in a dense
+// array in the region's link order (ties go to the earlier link), kept up to date as flows freeze
 // (each link knows its place), with the minimum of each block of kShareBlock
 // beside them: a round refreshes the blocks whose shares changed, passes over
 // the block minima, then over one block (contiguous doubles, not a gather

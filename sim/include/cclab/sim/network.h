@@ -165,7 +165,7 @@ class Network {
     Time updated = 0;
     std::uint64_t version = 0;
     std::uint64_t tag = 0;
-    std::uint32_t stamp = 0;  // == stamp_: in the current component
+    std::uint32_t stamp = 0;  // == region_: in the region being refilled
     std::uint16_t num_links = 0;
     bool active = false;
     bool live = false;
@@ -216,7 +216,7 @@ class Network {
     double bytes = 0;           // carried by finished flows
     double residual = 0;        // progressive filling: capacity not yet shared
     std::int32_t unfrozen = 0;  // progressive filling: flows not yet frozen
-    std::uint32_t stamp = 0;    // == stamp_: in the current component
+    std::uint32_t stamp = 0;    // == stamp_: seen by the refill's current pass
     std::uint32_t pos = 0;      // progressive filling: its place in shares_
     std::uint32_t outside = 0;  // its flows outside the region when it was filled
     FlowList flows;             // active flows
