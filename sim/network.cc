@@ -6,12 +6,13 @@
 // exactly that rate and freeze, and the share is subtracted from every link
 // they cross. Each round freezes at least one flow, so a region of F flows
 // and L links takes at most min(F, L) rounds. The shares sit in a dense
-// array in the region's link order (ties go to the earlier link), kept up to date as flows freeze
-// (each link knows its place), with the minimum of each block of kShareBlock
-// beside them: a round refreshes the blocks whose shares changed, passes over
-// the block minima, then over one block (contiguous doubles, not a gather
-// from 64-byte link states). Links whose flows have all frozen hold infinity
-// until they are half the array, which is then compacted in order.
+// array in the region's link order (ties go to the earlier link), kept up
+// to date as flows freeze (each link knows its place), with the minimum of
+// each block of kShareBlock beside them: a round refreshes the blocks whose
+// shares changed, passes over the block minima, then over one block
+// (contiguous doubles, not a gather from 64-byte link states). Links whose
+// flows have all frozen hold infinity until they are half the array, which
+// is then compacted in order.
 #include "cclab/sim/network.h"
 
 #include <algorithm>
